@@ -1,3 +1,184 @@
+//! guardian: a Linux process-tree guardian. `main` wires the modules together in the order
+//! the guarantees need: parse options, refuse setuid, block the handled signals, become a
+//! child subreaper, take over the events fd, watch the parent, and only then start the
+//! provider; then the supervise loop runs until release.
+//!
+//! Modules: `cli` (options), `signals` (names, handled set), `sys` (all `unsafe`), `pidref`
+//! (process handle), `proctree` (/proc), `spawn` (provider start), `supervise` (event loop,
+//! states, grace period), `teardown` (signalling rounds), `events` (JSON Lines), `log`.
+
+mod cli;
+mod events;
+mod log;
+mod pidref;
+mod proctree;
+mod signals;
+mod spawn;
+mod supervise;
+mod sys;
+mod teardown;
+
+use std::os::fd::OwnedFd;
+
+use clap::Parser;
+use serde_json::json;
+
+use crate::events::Events;
+use crate::supervise::{ParentWatch, Settings, Supervisor};
+use crate::teardown::{Discovery, Tree};
+
+/// guardian's own failure: bad option, setup syscall failed.
+const EXIT_GUARDIAN: i32 = 125;
+
 fn main() {
-    println!("Hello, world!");
+    std::process::exit(run());
+}
+
+fn run() -> i32 {
+    let cli = match cli::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(e),
+    };
+    log::set_level(cli::verbosity(&cli));
+    match setup_and_supervise(cli) {
+        Ok(code) => code,
+        Err((code, msg)) => {
+            fatal!("{msg}");
+            code
+        }
+    }
+}
+
+fn usage_error(e: clap::Error) -> i32 {
+    use clap::error::ErrorKind;
+    if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+        let _ = e.print();
+        return 0;
+    }
+    let text = e.to_string();
+    let first = text.lines().next().unwrap_or("invalid command line");
+    let first = first.strip_prefix("error: ").unwrap_or(first);
+    fatal!("{first}; see 'guardian --help'");
+    EXIT_GUARDIAN
+}
+
+type Failure = (i32, String);
+
+fn fail(msg: String) -> Failure {
+    (EXIT_GUARDIAN, msg)
+}
+
+fn setup_and_supervise(cli: cli::Cli) -> Result<i32, Failure> {
+    if sys::is_setid() {
+        return Err(fail(
+            "refusing to run setuid/setgid (real and effective ids differ); install guardian without the set-id bit".into(),
+        ));
+    }
+    let me = std::process::id() as i32;
+
+    // 1. Signals: remember what the caller gave us, block what guardian handles.
+    let sigchld_ignored = sys::is_ignored(libc::SIGCHLD);
+    if sigchld_ignored {
+        sys::set_default_disposition(libc::SIGCHLD).map_err(|e| fail(format!("sigaction(SIGCHLD, SIG_DFL) failed: {e}")))?;
+    }
+    let handled = signals::handled(&sys::is_ignored);
+    let original_mask = sys::set_sigmask(libc::SIG_BLOCK, &handled)
+        .map_err(|e| fail(format!("sigprocmask(SIG_BLOCK) failed: {e}")))?;
+    let sigfd = sys::signalfd(&handled).map_err(|e| {
+        fail(format!("signalfd() failed: {e}; guardian needs signalfd (Linux 2.6.22) to supervise without races"))
+    })?;
+
+    // 2. Subreaper before the provider exists, so every orphan of its tree comes to us.
+    rustix::process::set_child_subreaper(Some(rustix::process::Pid::from_raw(me).ok_or_else(|| fail("bad pid".into()))?))
+        .map_err(|e| fail(format!("prctl(PR_SET_CHILD_SUBREAPER) failed: {e}")))?;
+
+    // 3. Events fd: ours, close-on-exec, before the provider could inherit it.
+    let mut events = match cli.events_fd {
+        Some(n) => Events::open(n).map_err(fail)?,
+        None => Events::disabled(),
+    };
+
+    // 4. Parent watch: pidfd on the parent, re-checked after opening.
+    let parent = if cli.no_parent_watch { None } else { watch_parent(&mut events)? };
+
+    // 5. How descendants will be found at teardown.
+    let mut proc = proctree::Proc::open().ok();
+    let own_proc = proc.as_mut().is_some_and(|p| p.is_own_namespace());
+    let discovery = match (own_proc, me == 1) {
+        (true, false) => Discovery::Scan,
+        (_, true) => Discovery::Broadcast,
+        (false, false) => {
+            warn!("/proc is missing or belongs to another PID namespace: descendants cannot be identified; only the provider will be signalled");
+            events.emit("fallback", json!({"what": "proc", "errno": "ENOENT", "detail": "descendants cannot be listed; waiting for them to exit"}));
+            Discovery::Blind
+        }
+    };
+
+    // 6. Terminal: hand the foreground to the provider only if guardian has it.
+    let take_terminal = sys::isatty(0) && sys::tcgetpgrp(0).ok() == Some(sys::getpgrp());
+
+    // 7. Start the provider.
+    let cfg = spawn::SpawnConfig {
+        argv: &cli.command,
+        original_mask,
+        restore_sigchld_ignored: sigchld_ignored,
+        take_terminal,
+        cgroup: None,
+    };
+    let spawned = match spawn::spawn(&cfg, &mut events) {
+        Ok(s) => s,
+        Err(e) => {
+            events.emit("error", json!({"status": e.status, "message": e.message}));
+            events.close(std::time::Duration::from_secs(1));
+            return Err((e.status, e.message));
+        }
+    };
+    let mode = if me == 1 { "pid1" } else { "subreaper" };
+    info!(
+        "started provider {} (pgid {}, mode {mode}, discovery {}, pidfd {})",
+        spawned.provider.pid,
+        spawned.pgid,
+        discovery.name(),
+        spawned.provider.pidfd().is_some()
+    );
+    events.emit(
+        "spawned",
+        json!({"pid": spawned.provider.pid, "pgid": spawned.pgid, "guardian_pid": me, "mode": mode, "cgroup": null}),
+    );
+
+    let settings = Settings {
+        grace: cli.grace,
+        stop_signal: cli.stop_signal,
+        forward_to: cli.forward_to,
+        timeout: cli.timeout,
+        wait_descendants: cli.wait_descendants,
+    };
+    let tree = Tree::new(discovery, if discovery == Discovery::Scan { proc } else { None });
+    let sup = Supervisor::new(settings, sigfd, spawned.provider, spawned.pgid, parent, events, tree, take_terminal);
+    Ok(sup.run())
+}
+
+/// Opens a pidfd on the parent and re-checks `getppid()` afterwards: if the parent died
+/// before the pidfd was opened, guardian was already reparented and must not start at all.
+fn watch_parent(events: &mut Events) -> Result<Option<ParentWatch>, Failure> {
+    let Some(ppid) = rustix::process::getppid() else {
+        debug!("no parent in this PID namespace (guardian is its init); parent watch off");
+        return Ok(None);
+    };
+    let ppid = ppid.as_raw_nonzero().get();
+    let watch = match sys::pidfd_open(ppid) {
+        Ok(fd) => ParentWatch::Pidfd(fd),
+        Err(e) => {
+            spawn::fallback(events, "pidfd_open", &e, "checking getppid() every 250 ms for parent death");
+            ParentWatch::Poll { ppid, next: sys::monotonic() }
+        }
+    };
+    let now = rustix::process::getppid().map(|p| p.as_raw_nonzero().get());
+    if now != Some(ppid) {
+        return Err(fail(format!(
+            "the parent process ({ppid}) exited before the provider could start; nothing was started"
+        )));
+    }
+    let _: Option<&OwnedFd> = None;
+    Ok(Some(watch))
 }

@@ -1,0 +1,159 @@
+// The driver against the real guardian binary ($GUARDIAN_BIN). Every process a
+// test starts carries a unique nonce in its argv; "gone" means no process in
+// /proc has that nonce any more. Waits poll with generous deadlines; cleanup
+// kills leftovers by pid even when a test fails.
+import { test, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnGuarded, GuardianError } from '../index.js';
+import {
+  guardianBin, skipNoGuardian, runtime, Tracker, procsWith, isAlive, waitFor, waitGone,
+  assertStaysAlive, within, escapingProvider, startDriver,
+} from '../support/helpers.js';
+
+const tracker = new Tracker();
+after(() => tracker.cleanup());
+
+const T = { timeout: 90000, skip: skipNoGuardian };
+const EVENT_MS = 20000;
+
+function guarded(command, args, options = {}) {
+  const h = spawnGuarded(command, args, { stdio: ['ignore', 'ignore', 'inherit'], ...options });
+  tracker.child(h.child);
+  return h;
+}
+
+const hasNonce = (nonce, suffix) => procsWith(nonce).some((p) => p.cmdline.startsWith(`${nonce}${suffix} `));
+
+test(`[${runtime}] a setsid, env-clearing child of a fast-exiting provider is gone at released`, T, async () => {
+  const nonce = tracker.nonce();
+  const { command, args } = escapingProvider(nonce, { providerExits: true });
+  const h = guarded(command, args);
+  const spawned = await within(h.spawned, EVENT_MS, 'spawned');
+  assert.equal(spawned.guardian_pid, h.pid);
+  assert.ok(Number.isInteger(spawned.pid) && spawned.pid !== h.pid, `provider pid ${spawned.pid}`);
+  const exit = await within(h.exit, EVENT_MS, 'exit');
+  assert.equal(exit.code, 0);
+  assert.equal(exit.signal, null);
+  const rel = await within(h.released, EVENT_MS, 'released');
+  assert.deepEqual(procsWith(nonce), [], 'no process of the tree may outlive released');
+  assert.equal(rel.status, 0);
+  // The escaper existed (it was forked before the provider exited), so
+  // guardian must have stopped it.
+  assert.ok(rel.signalled + rel.killed >= 1, `released counts no stopped descendant: ${JSON.stringify(rel)}`);
+  assert.ok(rel.reaped >= 1, `released counts no reaped descendant: ${JSON.stringify(rel)}`);
+  const code = await within(new Promise((r) => (h.child.exitCode !== null ? r(h.child.exitCode) : h.child.on('exit', r))), EVENT_MS, 'guardian exit');
+  assert.equal(code, 0);
+});
+
+test(`[${runtime}] exit arrives before released, released is the last event`, T, async () => {
+  const nonce = tracker.nonce();
+  const { command, args } = escapingProvider(nonce, { providerExits: true });
+  const h = guarded(command, args);
+  const order = [];
+  h.released.then(() => order.push('released'), () => order.push('released-rejected'));
+  h.exit.then(() => order.push('exit'), () => order.push('exit-rejected'));
+  await within(h.released, EVENT_MS, 'released');
+  await new Promise((r) => setImmediate(r));
+  assert.deepEqual(order, ['exit', 'released']);
+  const names = [];
+  for await (const ev of h.events()) {
+    assert.equal(typeof ev.ts, 'number', `event without numeric ts: ${JSON.stringify(ev)}`);
+    names.push(ev.event);
+  }
+  assert.ok(names.includes('spawned'), names.join(','));
+  assert.ok(names.indexOf('spawned') < names.indexOf('exit'), names.join(','));
+  assert.ok(names.indexOf('exit') < names.indexOf('released'), names.join(','));
+  assert.equal(names.at(-1), 'released', names.join(','));
+  assert.equal(names.filter((n) => n === 'released').length, 1);
+  const tss = h.received.map((e) => e.ts);
+  assert.deepEqual(tss, [...tss].sort((a, b) => a - b), 'ts is monotonic');
+});
+
+test(`[${runtime}] stop() tears a running tree down; the provider dies of SIGTERM`, T, async () => {
+  const nonce = tracker.nonce();
+  const { command, args } = escapingProvider(nonce, { providerExits: false });
+  const h = guarded(command, args, { grace: '5s' });
+  await within(h.spawned, EVENT_MS, 'spawned');
+  await waitFor(() => hasNonce(nonce, '-esc') && hasNonce(nonce, '-prov'), { what: 'provider and escaper to run' });
+  const rel = await within(h.stop(), EVENT_MS, 'released after stop()');
+  assert.deepEqual(procsWith(nonce), []);
+  const exit = await h.exit;
+  assert.equal(exit.signal, 'SIGTERM');
+  assert.equal(exit.code, null);
+  assert.equal(rel.status, 143);
+  assert.ok(rel.signalled + rel.killed >= 1, JSON.stringify(rel));
+});
+
+test(`[${runtime}] the stop is bounded: a tree that ignores SIGTERM is killed after the grace`, T, async () => {
+  const nonce = tracker.nonce();
+  const { command, args } = escapingProvider(nonce, { providerExits: false, ignoreTerm: true });
+  const h = guarded(command, args, { grace: 300 });
+  await within(h.spawned, EVENT_MS, 'spawned');
+  await waitFor(() => hasNonce(nonce, '-esc') && hasNonce(nonce, '-prov'), { what: 'provider and escaper to run' });
+  const t0 = Date.now();
+  const rel = await within(h.stop(), EVENT_MS, 'released after stop()');
+  assert.deepEqual(procsWith(nonce), []);
+  const exit = await h.exit;
+  assert.equal(exit.signal, 'SIGKILL', JSON.stringify(exit));
+  assert.equal(rel.status, 137);
+  assert.ok(rel.killed >= 1, `expected SIGKILLed descendants: ${JSON.stringify(rel)}`);
+  assert.ok(Date.now() - t0 >= 250, 'grace was honoured before SIGKILL');
+  const names = h.received.map((e) => e.event);
+  assert.ok(names.includes('stopping'), names.join(','));
+});
+
+test(`[${runtime}] timeout stops the tree and guardian exits 124`, T, async () => {
+  const nonce = tracker.nonce();
+  const { command, args } = escapingProvider(nonce, { providerExits: false });
+  const h = guarded(command, args, { timeout: 500, grace: '1s' });
+  const rel = await within(h.released, EVENT_MS, 'released after the timeout');
+  assert.deepEqual(procsWith(nonce), []);
+  assert.equal(rel.status, 124);
+  const stopping = h.received.find((e) => e.event === 'stopping');
+  assert.equal(stopping?.reason, 'timeout', JSON.stringify(h.received));
+});
+
+test(`[${runtime}] a provider that does not exist: released rejects with status 127`, T, async () => {
+  const nonce = tracker.nonce();
+  const h = guarded(`/nonexistent/${nonce}`, []);
+  await assert.rejects(within(h.released, EVENT_MS, 'released rejection'), (e) => {
+    assert.ok(e instanceof GuardianError, String(e));
+    assert.equal(e.status, 127);
+    return true;
+  });
+  await assert.rejects(h.spawned, GuardianError);
+  const code = await within(new Promise((r) => (h.child.exitCode !== null ? r(h.child.exitCode) : h.child.on('exit', r))), EVENT_MS, 'guardian exit');
+  assert.equal(code, 127);
+  assert.equal(h.received.at(-1)?.event, 'error', JSON.stringify(h.received));
+});
+
+test(`[${runtime}] SIGKILL of the driver process: the tree goes`, T, async () => {
+  const nonce = tracker.nonce();
+  const d = startDriver(tracker, 'main', nonce);
+  const info = await d.nextLine(EVENT_MS, 'the driver to report spawned');
+  await waitFor(() => hasNonce(nonce, '-esc') && hasNonce(nonce, '-prov'), { what: 'provider and escaper to run' });
+  assert.ok(isAlive(info.guardianPid));
+  d.cp.kill('SIGKILL');
+  await within(d.exited, EVENT_MS, 'the driver to die');
+  await waitGone(nonce, 20000);
+  assert.ok(!isAlive(info.guardianPid), `guardian ${info.guardianPid} outlived its tree`);
+});
+
+test(`[${runtime}] guardian spawned from a worker_thread survives the worker, goes with the process`, T, async () => {
+  const nonce = tracker.nonce();
+  const d = startDriver(tracker, 'worker', nonce);
+  const info = await d.nextLine(EVENT_MS, 'the driver to report the worker exited');
+  assert.equal(info.workerExited, true);
+  const tree = await waitFor(() => {
+    const esc = procsWith(nonce).find((p) => p.cmdline.startsWith(`${nonce}-esc `));
+    const prov = procsWith(nonce).find((p) => p.cmdline.startsWith(`${nonce}-prov `));
+    return esc && prov ? [esc.pid, prov.pid] : null;
+  }, { what: 'provider and escaper to run' });
+  // The thread that forked guardian is gone but the process lives: a
+  // PR_SET_PDEATHSIG-only parent watch would tear the tree down here.
+  await assertStaysAlive([info.guardianPid, info.providerPid, ...tree], 2000, 'after the worker exited');
+  d.cp.kill('SIGKILL');
+  await within(d.exited, EVENT_MS, 'the driver to die');
+  await waitGone(nonce, 20000);
+  assert.ok(!isAlive(info.guardianPid), `guardian ${info.guardianPid} outlived its tree`);
+});

@@ -1,0 +1,173 @@
+//! cli: the command line (clap derive), `GUARDIAN_*` environment variables, and the parsers
+//! for durations and signals. Turns argv into a validated [`Options`]; a bad option becomes a
+//! one-line error and exit status 125.
+
+use std::ffi::OsString;
+use std::time::Duration;
+
+use clap::{ArgAction, Parser, ValueEnum};
+
+use crate::signals;
+
+/// Where forwarded signals go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ForwardTo {
+    /// The provider process only (through its pidfd).
+    Provider,
+    /// The provider's process group (safe while the unreaped provider pins the pgid).
+    Group,
+}
+
+const AFTER_HELP: &str = "\
+Exit status: the provider's exit code, or 128+N when signal N killed it; 124 when --timeout
+fired; 125 guardian's own failure; 126 COMMAND not executable; 127 COMMAND not found.
+
+Events (--events-fd N): JSON Lines with `event` and a monotonic `ts`: spawned, stopping,
+signal, exit, released (always last; exit always before it), error, fallback.
+
+Examples:
+  guardian -- npx -y some-mcp-server
+  guardian --grace 5s --events-fd 3 -- ./provider 3>events.jsonl
+  guardian --timeout 10m --stop-signal INT -- make test";
+
+/// A process-tree guardian: runs COMMAND as a subreaper's child and, when it exits, stops
+/// and reaps every process it left behind before exiting with its status.
+#[derive(Parser, Debug)]
+#[command(
+    name = "guardian",
+    version,
+    about = "Run a command; when it exits, stop and reap every process it left behind, then exit with its status.",
+    long_about = "guardian becomes a child subreaper before COMMAND exists, so every orphan of the \
+command's tree (double-forked, setsid, environment-clearing) is reparented to it. When the command \
+exits (or guardian is told to stop, times out, or its parent dies), guardian sends the stop signal \
+to every remaining descendant, waits up to the grace period, SIGKILLs the rest, reaps until no child \
+remains, and only then exits with the command's status.",
+    after_help = AFTER_HELP
+)]
+pub struct Cli {
+    /// Time between the stop signal and SIGKILL (e.g. 0, 500ms, 10s, 1.5s, 1m; bare number = seconds).
+    #[arg(short = 'g', long, env = "GUARDIAN_GRACE", default_value = "2s", value_name = "DURATION",
+          value_parser = parse_duration)]
+    pub grace: Duration,
+
+    /// Signal sent to the tree to stop it (name or number: TERM, INT, HUP, 15, RTMIN+2).
+    #[arg(short = 's', long, env = "GUARDIAN_STOP_SIGNAL", default_value = "TERM", value_name = "SIG",
+          value_parser = parse_signal)]
+    pub stop_signal: i32,
+
+    /// Where signals guardian receives are forwarded.
+    #[arg(long, env = "GUARDIAN_FORWARD_TO", value_enum, default_value_t = ForwardTo::Provider,
+          value_name = "TARGET")]
+    pub forward_to: ForwardTo,
+
+    /// Write JSON Lines events to this inherited file descriptor (never passed on to COMMAND).
+    #[arg(long, env = "GUARDIAN_EVENTS_FD", value_name = "N",
+          value_parser = clap::value_parser!(i32).range(0..))]
+    pub events_fd: Option<i32>,
+
+    /// Stop the tree after this long and exit 124 (as coreutils timeout).
+    #[arg(short = 't', long, env = "GUARDIAN_TIMEOUT", value_name = "DURATION", value_parser = parse_duration)]
+    pub timeout: Option<Duration>,
+
+    /// After COMMAND exits, let its descendants finish on their own instead of stopping them
+    /// (parent death, --timeout and SIGTERM still stop them).
+    #[arg(short = 'w', long, env = "GUARDIAN_WAIT_DESCENDANTS", action = ArgAction::SetTrue,
+          value_parser = clap::builder::BoolishValueParser::new())]
+    pub wait_descendants: bool,
+
+    /// Do not tear the tree down when guardian's parent process dies.
+    #[arg(long, env = "GUARDIAN_NO_PARENT_WATCH", action = ArgAction::SetTrue,
+          value_parser = clap::builder::BoolishValueParser::new())]
+    pub no_parent_watch: bool,
+
+    /// Log what guardian does to stderr, prefixed "guardian:" (repeat for more; env GUARDIAN_VERBOSE=0..3).
+    #[arg(short = 'v', long, action = ArgAction::Count, conflicts_with = "quiet")]
+    pub verbose: u8,
+
+    /// Print only fatal errors.
+    #[arg(short = 'q', long)]
+    pub quiet: bool,
+
+    /// The provider command and its arguments.
+    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "COMMAND")]
+    pub command: Vec<OsString>,
+}
+
+/// Parses `0`, `500ms`, `10s`, `1.5s`, `1m`, `2h`, `250us`; a bare number is seconds.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let bad = || format!("invalid duration '{text}': use a number with a unit such as 500ms, 10s or 1m (a bare number is seconds)");
+    let t = text.trim();
+    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    if num.is_empty() || num.starts_with('.') || num.ends_with('.') || num.matches('.').count() > 1 {
+        return Err(bad());
+    }
+    let nanos_per: u128 = match unit {
+        "" | "s" => 1_000_000_000,
+        "ms" => 1_000_000,
+        "us" => 1_000,
+        "ns" => 1,
+        "m" => 60_000_000_000,
+        "h" => 3_600_000_000_000,
+        _ => return Err(bad()),
+    };
+    let (int, frac) = num.split_once('.').unwrap_or((num, ""));
+    let int: u128 = int.parse().map_err(|_| bad())?;
+    let mut nanos = int.checked_mul(nanos_per).ok_or_else(bad)?;
+    let mut scale = nanos_per;
+    for d in frac.bytes() {
+        scale /= 10;
+        nanos += u128::from(d - b'0') * scale;
+    }
+    if nanos > u128::from(u64::MAX) {
+        return Err(bad());
+    }
+    Ok(Duration::from_nanos(nanos as u64))
+}
+
+fn parse_signal(text: &str) -> Result<i32, String> {
+    signals::parse(text)
+}
+
+/// Log verbosity: 0 quiet (fatal only), 1 warnings (default), 2 info (-v), 3 debug (-vv).
+pub fn verbosity(cli: &Cli) -> u8 {
+    if cli.quiet {
+        return 0;
+    }
+    let from_env = std::env::var("GUARDIAN_VERBOSE").ok().and_then(|v| v.parse::<u8>().ok()).unwrap_or(0);
+    1 + cli.verbose.max(from_env).min(3)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
+        assert_eq!(parse_duration("2"), Ok(Duration::from_secs(2)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
+        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("1m"), Ok(Duration::from_secs(60)));
+        assert_eq!(parse_duration("2h"), Ok(Duration::from_secs(7200)));
+        assert_eq!(parse_duration("250us"), Ok(Duration::from_micros(250)));
+        assert_eq!(parse_duration("0.25m"), Ok(Duration::from_secs(15)));
+        for bad in ["", "s", "-1s", "1x", "1.s", ".5s", "1..2s", "1 s", "99999999999999999999h", "1e3"] {
+            assert!(parse_duration(bad).is_err(), "{bad:?} should be rejected");
+        }
+    }
+
+    #[test]
+    fn command_line_shapes() {
+        let cli = Cli::try_parse_from(["guardian", "-v", "sleep", "-v", "1"]).unwrap();
+        assert_eq!(cli.verbose, 1);
+        assert_eq!(cli.command, ["sleep", "-v", "1"]);
+        let cli = Cli::try_parse_from(["guardian", "--grace", "0", "--", "-weird", "x"]).unwrap();
+        assert_eq!(cli.grace, Duration::ZERO);
+        assert_eq!(cli.command, ["-weird", "x"]);
+        assert!(Cli::try_parse_from(["guardian"]).is_err());
+        assert!(Cli::try_parse_from(["guardian", "--grace", "soon", "true"]).is_err());
+        assert!(Cli::try_parse_from(["guardian", "--events-fd", "-1", "true"]).is_err());
+    }
+}

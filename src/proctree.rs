@@ -1,0 +1,191 @@
+//! proctree: guardian's view of its process tree through `/proc`. Parses `/proc/PID/stat`
+//! (after the last `)`: comm may hold spaces and parentheses), lists every process, computes
+//! the descendants of guardian in breadth-first order (parents before children), and checks
+//! that a pidfd still names the process a scan saw (`/proc/self/fdinfo`).
+
+use std::collections::HashMap;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+
+use rustix::fs::{Dir, Mode, OFlags};
+
+/// The fields of `/proc/PID/stat` guardian uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stat {
+    pub pid: i32,
+    pub state: u8,
+    pub ppid: i32,
+    pub pgrp: i32,
+    pub session: i32,
+    /// Start time in clock ticks since boot (field 22): with the pid, a process identity.
+    pub starttime: u64,
+}
+
+/// Parses the text of `/proc/PID/stat`.
+pub fn parse_stat(buf: &[u8]) -> Option<Stat> {
+    let open = buf.iter().position(|&b| b == b'(')?;
+    let close = buf.iter().rposition(|&b| b == b')')?;
+    if close < open {
+        return None;
+    }
+    let pid = std::str::from_utf8(&buf[..open]).ok()?.trim().parse().ok()?;
+    let rest = std::str::from_utf8(buf.get(close + 1..)?).ok()?;
+    // Fields after comm start at field 3 (state).
+    let mut it = rest.split_ascii_whitespace();
+    let state = *it.next()?.as_bytes().first()?;
+    let ppid = it.next()?.parse().ok()?;
+    let pgrp = it.next()?.parse().ok()?;
+    let session = it.next()?.parse().ok()?;
+    // Skip fields 7..=21 (15 fields) to reach starttime, field 22.
+    let starttime = it.nth(15)?.parse().ok()?;
+    Some(Stat { pid, state, ppid, pgrp, session, starttime })
+}
+
+/// An open `/proc` directory, reused for every scan.
+pub struct Proc {
+    dir: OwnedFd,
+    buf: Vec<u8>,
+}
+
+impl Proc {
+    pub fn open() -> io::Result<Proc> {
+        let dir = rustix::fs::open("/proc", OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?;
+        Ok(Proc { dir, buf: Vec::with_capacity(512) })
+    }
+
+    /// Whether this `/proc` belongs to guardian's PID namespace (its `self` is our pid).
+    pub fn is_own_namespace(&mut self) -> bool {
+        self.read_stat_path("self/stat").map(|s| s.pid) == Some(std::process::id() as i32)
+    }
+
+    /// Reads `/proc/PID/stat`; `None` when the process is gone or hidden.
+    pub fn stat(&mut self, pid: i32) -> Option<Stat> {
+        self.read_stat_path(&format!("{pid}/stat"))
+    }
+
+    fn read_stat_path(&mut self, path: &str) -> Option<Stat> {
+        let n = self.read_file(path).ok()?;
+        parse_stat(&self.buf[..n])
+    }
+
+    fn read_file(&mut self, path: &str) -> io::Result<usize> {
+        let fd = rustix::fs::openat(&self.dir, path, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())?;
+        self.buf.resize(self.buf.capacity().max(512), 0);
+        let mut len = 0;
+        loop {
+            if len == self.buf.len() {
+                self.buf.resize(len * 2, 0);
+            }
+            let n = rustix::io::read(&fd, &mut self.buf[len..])?;
+            if n == 0 {
+                return Ok(len);
+            }
+            len += n;
+        }
+    }
+
+    /// Every process visible in `/proc`.
+    pub fn scan(&mut self) -> io::Result<Vec<Stat>> {
+        let dirfd = rustix::fs::openat(&self.dir, ".", OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?;
+        let mut pids = Vec::with_capacity(256);
+        let mut dir = Dir::read_from(&dirfd)?;
+        while let Some(entry) = dir.read() {
+            let entry = entry?;
+            let name = entry.file_name().to_bytes();
+            if name.first().is_some_and(u8::is_ascii_digit) {
+                if let Some(pid) = std::str::from_utf8(name).ok().and_then(|s| s.parse::<i32>().ok()) {
+                    pids.push(pid);
+                }
+            }
+        }
+        Ok(pids.into_iter().filter_map(|pid| self.stat(pid)).collect())
+    }
+
+    /// The pid a pidfd refers to now (`Pid:` in its fdinfo): `None` when the process has been
+    /// reaped (-1) or fdinfo is unreadable.
+    pub fn pidfd_pid(&mut self, pidfd: &impl AsFd) -> Option<i32> {
+        let n = self.read_file(&format!("self/fdinfo/{}", pidfd.as_fd().as_raw_fd())).ok()?;
+        let text = std::str::from_utf8(&self.buf[..n]).ok()?;
+        let line = text.lines().find_map(|l| l.strip_prefix("Pid:"))?;
+        let pid: i32 = line.trim().parse().ok()?;
+        (pid > 0).then_some(pid)
+    }
+}
+
+/// The descendants of `root` in `all`, breadth-first (every parent before its children).
+pub fn descendants(all: &[Stat], root: i32) -> Vec<Stat> {
+    let mut children: HashMap<i32, Vec<usize>> = HashMap::with_capacity(all.len());
+    for (i, s) in all.iter().enumerate() {
+        if s.pid != root {
+            children.entry(s.ppid).or_default().push(i);
+        }
+    }
+    let mut out = Vec::new();
+    let mut queue = vec![root];
+    while let Some(parent) = queue.pop() {
+        if let Some(kids) = children.get(&parent) {
+            for &i in kids {
+                out.push(all[i]);
+                queue.push(all[i].pid);
+            }
+        }
+    }
+    // `queue` is a stack, so restore parent-before-child order by depth.
+    let mut depth: HashMap<i32, u32> = HashMap::with_capacity(out.len() + 1);
+    depth.insert(root, 0);
+    for s in &out {
+        let d = depth.get(&s.ppid).copied().unwrap_or(0) + 1;
+        depth.insert(s.pid, d);
+    }
+    out.sort_by_key(|s| depth.get(&s.pid).copied().unwrap_or(0));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SLEEP: &[u8] = b"4242 (sleep) S 4241 4242 4200 34816 4242 4194304 92 0 0 0 0 0 0 0 20 0 1 0 987654 8273920 191 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0\n";
+
+    #[test]
+    fn parses_plain_stat() {
+        let s = parse_stat(SLEEP).unwrap();
+        assert_eq!(s, Stat { pid: 4242, state: b'S', ppid: 4241, pgrp: 4242, session: 4200, starttime: 987654 });
+    }
+
+    #[test]
+    fn parses_hostile_comm() {
+        let buf = b"77 (a) b) (c ) Z 1 2 3 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 55 0 0\n";
+        let s = parse_stat(buf).unwrap();
+        assert_eq!((s.pid, s.state, s.ppid, s.pgrp, s.session, s.starttime), (77, b'Z', 1, 2, 3, 55));
+    }
+
+    #[test]
+    fn rejects_truncated_or_garbage() {
+        assert_eq!(parse_stat(b""), None);
+        assert_eq!(parse_stat(b"12 (x"), None);
+        assert_eq!(parse_stat(b"12 (x) S 1 2 3"), None);
+        assert_eq!(parse_stat(b"x (y) S 1 2 3 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 5"), None);
+        assert_eq!(parse_stat(b") 12 ( S 1 2 3 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 5"), None);
+    }
+
+    #[test]
+    fn descendants_are_breadth_first_and_exclude_strangers() {
+        let p = |pid, ppid| Stat { pid, state: b'S', ppid, pgrp: pid, session: pid, starttime: 1 };
+        let all = [p(1, 0), p(10, 1), p(20, 10), p(30, 20), p(21, 10), p(40, 30), p(99, 1), p(31, 21)];
+        let d: Vec<i32> = descendants(&all, 10).iter().map(|s| s.pid).collect();
+        assert_eq!(d.len(), 5);
+        let pos = |x| d.iter().position(|&v| v == x).unwrap();
+        assert!(pos(20) < pos(30) && pos(30) < pos(40) && pos(21) < pos(31));
+        assert!(!d.contains(&99) && !d.contains(&1) && !d.contains(&10));
+    }
+
+    #[test]
+    fn reads_own_stat() {
+        let mut proc = Proc::open().unwrap();
+        assert!(proc.is_own_namespace());
+        let me = proc.stat(std::process::id() as i32).unwrap();
+        assert_eq!(me.pid, std::process::id() as i32);
+        assert!(proc.scan().unwrap().iter().any(|s| s.pid == me.pid));
+    }
+}

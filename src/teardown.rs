@@ -1,0 +1,213 @@
+//! teardown: signalling every descendant guardian has, in rounds. A round discovers the
+//! tree (a `/proc` scan, or `kill(-1)` as PID 1 of a namespace whose `/proc` is not ours),
+//! opens a pidfd per descendant, revalidates its identity (start time, parent still in the
+//! tree, pidfd still naming that pid), sends the signal and closes the pidfd again, so
+//! guardian never holds one fd per descendant. Each process gets the stop signal once and
+//! SIGKILL once; later rounds only reach newcomers. The supervise loop decides when rounds
+//! run and when the grace period ends; the kernel's ECHILD decides when the tree is gone.
+
+use std::collections::HashSet;
+use std::io;
+
+use serde_json::json;
+
+use crate::events::Events;
+use crate::pidref::PidRef;
+use crate::proctree::{self, Proc, Stat};
+use crate::{signals, spawn, sys};
+
+/// How guardian finds its descendants.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Discovery {
+    /// Scan `/proc` (which belongs to guardian's PID namespace).
+    Scan,
+    /// PID 1 of a namespace whose `/proc` is foreign: `kill(-1)` reaches exactly the tree.
+    Broadcast,
+    /// Neither: only the provider can be signalled; orphans are waited for.
+    Blind,
+}
+
+impl Discovery {
+    pub fn name(self) -> &'static str {
+        match self {
+            Discovery::Scan => "scan",
+            Discovery::Broadcast => "broadcast",
+            Discovery::Blind => "blind",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// The stop signal (followed by SIGCONT so stopped processes act on it).
+    Stop,
+    /// SIGKILL.
+    Kill,
+}
+
+#[derive(Default, Debug)]
+pub struct Stats {
+    /// Descendants sent the stop signal.
+    pub signalled: u64,
+    /// Descendants sent SIGKILL.
+    pub killed: u64,
+    /// Descendants reaped by guardian.
+    pub reaped: u64,
+    /// Descendants guardian may not signal (EPERM), by pid.
+    pub unkillable: Vec<i32>,
+}
+
+pub struct Tree {
+    pub discovery: Discovery,
+    self_pid: i32,
+    proc: Option<Proc>,
+    use_pidfd: bool,
+    stopped: HashSet<(i32, u64)>,
+    killed: HashSet<(i32, u64)>,
+    pub stats: Stats,
+}
+
+impl Tree {
+    pub fn new(discovery: Discovery, proc: Option<Proc>) -> Tree {
+        Tree {
+            discovery,
+            self_pid: std::process::id() as i32,
+            proc,
+            use_pidfd: true,
+            stopped: HashSet::new(),
+            killed: HashSet::new(),
+            stats: Stats::default(),
+        }
+    }
+
+    /// One round: sends the phase's signal to every descendant that has not had it yet.
+    /// `provider` is skipped while it is unreaped (it has its own handle). Returns how many
+    /// processes were signalled.
+    pub fn round(&mut self, phase: Phase, stop_signal: i32, provider: Option<i32>, reason: &str, events: &mut Events) -> usize {
+        let sig = match phase {
+            Phase::Stop => stop_signal,
+            Phase::Kill => libc::SIGKILL,
+        };
+        let follow_with_cont = phase == Phase::Stop && sig != libc::SIGKILL && sig != libc::SIGCONT;
+        match self.discovery {
+            Discovery::Blind => 0,
+            Discovery::Broadcast => self.broadcast(sig, follow_with_cont, reason, events),
+            Discovery::Scan => self.scan_round(phase, sig, follow_with_cont, provider, reason, events),
+        }
+    }
+
+    fn broadcast(&mut self, sig: i32, cont: bool, reason: &str, events: &mut Events) -> usize {
+        // PID 1 of its own namespace: every other process in it is guardian's descendant.
+        if let Err(e) = sys::kill(-1, sig) {
+            if e.raw_os_error() != Some(libc::ESRCH) {
+                crate::warn!("kill(-1, {}) failed: {e}", signals::name(sig));
+            }
+            return 0;
+        }
+        if cont {
+            let _ = sys::kill(-1, libc::SIGCONT);
+        }
+        events.emit("signal", json!({"signal": signals::name(sig), "target": "namespace", "reason": reason}));
+        crate::debug!("sent {} to every process in the namespace ({reason})", signals::name(sig));
+        1
+    }
+
+    fn scan_round(
+        &mut self,
+        phase: Phase,
+        sig: i32,
+        cont: bool,
+        provider: Option<i32>,
+        reason: &str,
+        events: &mut Events,
+    ) -> usize {
+        let Some(proc) = self.proc.as_mut() else { return 0 };
+        let all = match proc.scan() {
+            Ok(all) => all,
+            Err(e) => {
+                crate::warn!("cannot list /proc: {e}; will retry");
+                return 0;
+            }
+        };
+        let desc = proctree::descendants(&all, self.self_pid);
+        let members: HashSet<i32> = desc.iter().map(|s| s.pid).chain([self.self_pid]).collect();
+        let mut sent = Vec::new();
+        for d in &desc {
+            if Some(d.pid) == provider || d.state == b'Z' || d.state == b'X' {
+                continue;
+            }
+            let key = (d.pid, d.starttime);
+            let done = match phase {
+                Phase::Stop => &self.stopped,
+                Phase::Kill => &self.killed,
+            };
+            if done.contains(&key) {
+                continue;
+            }
+            let Some(handle) = self.open_verified(d, &members, events) else { continue };
+            match handle.signal(sig) {
+                Ok(()) => {
+                    if cont {
+                        let _ = handle.signal(libc::SIGCONT);
+                    }
+                    sent.push(d.pid);
+                    match phase {
+                        Phase::Stop => self.stopped.insert(key),
+                        Phase::Kill => self.killed.insert(key),
+                    };
+                }
+                Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
+                    if !self.stats.unkillable.contains(&d.pid) {
+                        crate::warn!("not permitted to signal descendant {} (it changed its user id)", d.pid);
+                        self.stats.unkillable.push(d.pid);
+                    }
+                }
+                Err(_) => {} // ESRCH: already gone.
+            }
+        }
+        match phase {
+            Phase::Stop => self.stats.signalled += sent.len() as u64,
+            Phase::Kill => self.stats.killed += sent.len() as u64,
+        }
+        if !sent.is_empty() {
+            crate::debug!("sent {} to {} descendants ({reason})", signals::name(sig), sent.len());
+            events.emit(
+                "signal",
+                json!({"signal": signals::name(sig), "target": "descendants", "pids": sent, "reason": reason}),
+            );
+        }
+        sent.len()
+    }
+
+    /// A handle on `seen` only if it is still the process the scan saw: pidfd_open, then its
+    /// `/proc` start time and parent are rechecked and the pidfd is confirmed to name that pid.
+    /// Without pidfds only unreaped direct children are signalled (the tree is peeled from the
+    /// top: grandchildren become children when their parents die).
+    fn open_verified(&mut self, seen: &Stat, members: &HashSet<i32>, events: &mut Events) -> Option<PidRef> {
+        if self.use_pidfd {
+            match sys::pidfd_open(seen.pid) {
+                Ok(fd) => {
+                    let proc = self.proc.as_mut()?;
+                    let now = proc.stat(seen.pid)?;
+                    let same = now.starttime == seen.starttime && members.contains(&now.ppid);
+                    return (same && proc.pidfd_pid(&fd) == Some(seen.pid)).then(|| PidRef::verified(seen.pid, fd));
+                }
+                Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return None,
+                Err(e) if matches!(e.raw_os_error(), Some(libc::ENOSYS | libc::EPERM)) => {
+                    spawn::fallback(events, "pidfd_open", &e, "signalling only unreaped direct children");
+                    self.use_pidfd = false;
+                }
+                Err(e) => {
+                    crate::debug!("pidfd_open({}) failed: {e}; signalling it only if it is a direct child", seen.pid);
+                }
+            }
+        }
+        // A direct child that guardian has not reaped cannot have had its pid reused.
+        (seen.ppid == self.self_pid).then(|| PidRef::child(seen.pid, None))
+    }
+}
+
+/// Reads `io::Error` into an errno name for messages.
+pub fn errno_of(e: &io::Error) -> &'static str {
+    sys::errno_name(e.raw_os_error().unwrap_or(0))
+}
