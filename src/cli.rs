@@ -42,9 +42,16 @@ command's tree (double-forked, setsid, environment-clearing) is reparented to it
 exits (or guardian is told to stop, times out, or its parent dies), guardian sends the stop signal \
 to every remaining descendant, waits up to the grace period, SIGKILLs the rest, reaps until no child \
 remains, and only then exits with the command's status.",
-    after_help = AFTER_HELP
+    after_help = AFTER_HELP,
+    subcommand_negates_reqs = true,
+    disable_help_subcommand = true,
+    override_usage = "guardian [OPTIONS] [--] COMMAND [ARGS]...\n       guardian sweep [--cgroup PATH]\n       guardian doctor [--json] [--cgroup auto|PATH]",
+    args_conflicts_with_subcommands = true
 )]
 pub struct Cli {
+    #[command(subcommand)]
+    pub sub: Option<Sub>,
+
     /// Time between the stop signal and SIGKILL (e.g. 0, 500ms, 10s, 1.5s, 1m; bare number = seconds).
     #[arg(short = 'g', long, env = "GUARDIAN_GRACE", default_value = "2s", value_name = "DURATION",
           value_parser = parse_duration)]
@@ -80,6 +87,11 @@ pub struct Cli {
           value_parser = clap::builder::BoolishValueParser::new())]
     pub no_parent_watch: bool,
 
+    /// Start the provider in a fresh leaf cgroup: `auto` (guardian's own cgroup, if delegated to
+    /// this user; otherwise plain subreaper mode) or the path of a delegated cgroup v2 directory.
+    #[arg(long, env = "GUARDIAN_CGROUP", value_name = "auto|PATH")]
+    pub cgroup: Option<OsString>,
+
     /// Log what guardian does to stderr, prefixed "guardian:" (repeat for more; env GUARDIAN_VERBOSE=0..3).
     #[arg(short = 'v', long, action = ArgAction::Count, conflicts_with = "quiet")]
     pub verbose: u8,
@@ -91,6 +103,26 @@ pub struct Cli {
     /// The provider command and its arguments.
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "COMMAND")]
     pub command: Vec<OsString>,
+}
+
+/// Subcommands. A provider named like one of them must follow `--`.
+#[derive(clap::Subcommand, Debug)]
+pub enum Sub {
+    /// Find leaf cgroups whose guardian has died, kill their processes and remove them.
+    Sweep {
+        /// The delegated cgroup directory to sweep (default: guardian's own cgroup).
+        #[arg(long, env = "GUARDIAN_CGROUP", value_name = "PATH")]
+        cgroup: Option<OsString>,
+    },
+    /// Check which of guardian's guarantees hold on this machine, and in which mode it would run.
+    Doctor {
+        /// Print a JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+        /// The --cgroup setting to evaluate.
+        #[arg(long, value_name = "auto|PATH")]
+        cgroup: Option<OsString>,
+    },
 }
 
 /// Parses `0`, `500ms`, `10s`, `1.5s`, `1m`, `2h`, `250us`; a bare number is seconds.
@@ -169,5 +201,10 @@ mod tests {
         assert!(Cli::try_parse_from(["guardian"]).is_err());
         assert!(Cli::try_parse_from(["guardian", "--grace", "soon", "true"]).is_err());
         assert!(Cli::try_parse_from(["guardian", "--events-fd", "-1", "true"]).is_err());
+        let cli = Cli::try_parse_from(["guardian", "doctor", "--json"]).unwrap();
+        assert!(matches!(cli.sub, Some(Sub::Doctor { json: true, .. })));
+        let cli = Cli::try_parse_from(["guardian", "--", "doctor", "--json"]).unwrap();
+        assert!(cli.sub.is_none());
+        assert_eq!(cli.command, ["doctor", "--json"]);
     }
 }

@@ -40,6 +40,18 @@ fn run() -> i32 {
         Err(e) => return usage_error(e),
     };
     log::set_level(cli::verbosity(&cli));
+    if let Some(sub) = &cli.sub {
+        return match sub {
+            cli::Sub::Sweep { .. } | cli::Sub::Doctor { .. } => {
+                fatal!("this subcommand is not implemented yet");
+                EXIT_GUARDIAN
+            }
+        };
+    }
+    if cli.cgroup.is_some() {
+        fatal!("--cgroup is not implemented yet");
+        return EXIT_GUARDIAN;
+    }
     match setup_and_supervise(cli) {
         Ok(code) => code,
         Err((code, msg)) => {
