@@ -22,6 +22,13 @@ function guarded(command, args, options = {}) {
   return h;
 }
 
+// guardian's own argv carries the nonce too; it may still be exiting when
+// `released` arrives (released is written, then guardian exits), so the tree
+// check leaves guardian out and its exit is awaited separately.
+const treeOf = (nonce, h) => procsWith(nonce).filter((p) => p.pid !== h.pid);
+const guardianExit = (h) => within(new Promise((r) => (h.child.exitCode !== null || h.child.signalCode !== null
+  ? r(h.child.exitCode ?? h.child.signalCode) : h.child.on('exit', (c, s) => r(c ?? s)))), EVENT_MS, 'guardian to exit');
+
 const hasNonce = (nonce, suffix) => procsWith(nonce).some((p) => p.cmdline.startsWith(`${nonce}${suffix} `));
 
 test(`[${runtime}] a setsid, env-clearing child of a fast-exiting provider is gone at released`, T, async () => {
@@ -35,14 +42,14 @@ test(`[${runtime}] a setsid, env-clearing child of a fast-exiting provider is go
   assert.equal(exit.code, 0);
   assert.equal(exit.signal, null);
   const rel = await within(h.released, EVENT_MS, 'released');
-  assert.deepEqual(procsWith(nonce), [], 'no process of the tree may outlive released');
+  assert.deepEqual(treeOf(nonce, h), [], 'no process of the tree may outlive released');
   assert.equal(rel.status, 0);
   // The escaper existed (it was forked before the provider exited), so
   // guardian must have stopped it.
   assert.ok(rel.signalled + rel.killed >= 1, `released counts no stopped descendant: ${JSON.stringify(rel)}`);
   assert.ok(rel.reaped >= 1, `released counts no reaped descendant: ${JSON.stringify(rel)}`);
-  const code = await within(new Promise((r) => (h.child.exitCode !== null ? r(h.child.exitCode) : h.child.on('exit', r))), EVENT_MS, 'guardian exit');
-  assert.equal(code, 0);
+  assert.equal(await guardianExit(h), 0);
+  await waitGone(nonce, EVENT_MS);
 });
 
 test(`[${runtime}] exit arrives before released, released is the last event`, T, async () => {
@@ -76,11 +83,12 @@ test(`[${runtime}] stop() tears a running tree down; the provider dies of SIGTER
   await within(h.spawned, EVENT_MS, 'spawned');
   await waitFor(() => hasNonce(nonce, '-esc') && hasNonce(nonce, '-prov'), { what: 'provider and escaper to run' });
   const rel = await within(h.stop(), EVENT_MS, 'released after stop()');
-  assert.deepEqual(procsWith(nonce), []);
+  assert.deepEqual(treeOf(nonce, h), [], 'no process of the tree may outlive released');
   const exit = await h.exit;
   assert.equal(exit.signal, 'SIGTERM');
   assert.equal(exit.code, null);
   assert.equal(rel.status, 143);
+  assert.equal(await guardianExit(h), 143, "guardian's exit status is released.status");
   assert.ok(rel.signalled + rel.killed >= 1, JSON.stringify(rel));
 });
 
@@ -92,10 +100,11 @@ test(`[${runtime}] the stop is bounded: a tree that ignores SIGTERM is killed af
   await waitFor(() => hasNonce(nonce, '-esc') && hasNonce(nonce, '-prov'), { what: 'provider and escaper to run' });
   const t0 = Date.now();
   const rel = await within(h.stop(), EVENT_MS, 'released after stop()');
-  assert.deepEqual(procsWith(nonce), []);
+  assert.deepEqual(treeOf(nonce, h), [], 'no process of the tree may outlive released');
   const exit = await h.exit;
   assert.equal(exit.signal, 'SIGKILL', JSON.stringify(exit));
   assert.equal(rel.status, 137);
+  assert.equal(await guardianExit(h), 137, "guardian's exit status is released.status");
   assert.ok(rel.killed >= 1, `expected SIGKILLed descendants: ${JSON.stringify(rel)}`);
   assert.ok(Date.now() - t0 >= 250, 'grace was honoured before SIGKILL');
   const names = h.received.map((e) => e.event);
@@ -107,8 +116,9 @@ test(`[${runtime}] timeout stops the tree and guardian exits 124`, T, async () =
   const { command, args } = escapingProvider(nonce, { providerExits: false });
   const h = guarded(command, args, { timeout: 500, grace: '1s' });
   const rel = await within(h.released, EVENT_MS, 'released after the timeout');
-  assert.deepEqual(procsWith(nonce), []);
+  assert.deepEqual(treeOf(nonce, h), [], 'no process of the tree may outlive released');
   assert.equal(rel.status, 124);
+  assert.equal(await guardianExit(h), 124, "guardian's exit status is released.status");
   const stopping = h.received.find((e) => e.event === 'stopping');
   assert.equal(stopping?.reason, 'timeout', JSON.stringify(h.received));
 });
@@ -122,8 +132,7 @@ test(`[${runtime}] a provider that does not exist: released rejects with status 
     return true;
   });
   await assert.rejects(h.spawned, GuardianError);
-  const code = await within(new Promise((r) => (h.child.exitCode !== null ? r(h.child.exitCode) : h.child.on('exit', r))), EVENT_MS, 'guardian exit');
-  assert.equal(code, 127);
+  assert.equal(await guardianExit(h), 127);
   assert.equal(h.received.at(-1)?.event, 'error', JSON.stringify(h.received));
 });
 
