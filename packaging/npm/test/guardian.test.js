@@ -111,6 +111,23 @@ test(`[${runtime}] the stop is bounded: a tree that ignores SIGTERM is killed af
   assert.ok(names.includes('stopping'), names.join(','));
 });
 
+test(`[${runtime}] concurrent trees are isolated: stopping one leaves the other running`, T, async () => {
+  const a = tracker.nonce();
+  const b = tracker.nonce();
+  const ha = guarded(...Object.values(escapingProvider(a, { providerExits: false })));
+  const hb = guarded(...Object.values(escapingProvider(b, { providerExits: false })));
+  await within(Promise.all([ha.spawned, hb.spawned]), EVENT_MS, 'both spawned');
+  await waitFor(() => hasNonce(a, '-esc') && hasNonce(a, '-prov') && hasNonce(b, '-esc') && hasNonce(b, '-prov'),
+    { what: 'both trees to run' });
+  const treeB = procsWith(b).map((p) => p.pid);
+  await within(ha.stop(), EVENT_MS, 'released of the first tree');
+  assert.deepEqual(treeOf(a, ha), []);
+  assert.ok(treeB.every(isAlive), `the second tree lost processes: ${JSON.stringify(procsWith(b))}`);
+  assert.ok(!hb.received.some((e) => e.event === 'exit' || e.event === 'stopping'), JSON.stringify(hb.received));
+  await within(hb.stop(), EVENT_MS, 'released of the second tree');
+  assert.deepEqual(treeOf(b, hb), []);
+});
+
 test(`[${runtime}] timeout stops the tree and guardian exits 124`, T, async () => {
   const nonce = tracker.nonce();
   const { command, args } = escapingProvider(nonce, { providerExits: false });
@@ -144,6 +161,16 @@ test(`[${runtime}] SIGKILL of the driver process: the tree goes`, T, async () =>
   assert.ok(isAlive(info.guardianPid));
   d.cp.kill('SIGKILL');
   await within(d.exited, EVENT_MS, 'the driver to die');
+  await waitGone(nonce, 20000);
+  assert.ok(!isAlive(info.guardianPid), `guardian ${info.guardianPid} outlived its tree`);
+});
+
+test(`[${runtime}] a driver that just ends (handle unref'd) takes the tree with it`, T, async () => {
+  const nonce = tracker.nonce();
+  const d = startDriver(tracker, 'exit', nonce);
+  const info = await d.nextLine(EVENT_MS, 'the driver to report spawned');
+  const end = await within(d.exited, EVENT_MS, 'the driver to end by itself after unref()');
+  assert.deepEqual(end, { code: 0, signal: null });
   await waitGone(nonce, 20000);
   assert.ok(!isAlive(info.guardianPid), `guardian ${info.guardianPid} outlived its tree`);
 });
