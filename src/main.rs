@@ -88,7 +88,15 @@ fn setup_and_supervise(cli: cli::Cli) -> Result<i32, Failure> {
     }
     let me = std::process::id() as i32;
 
-    // 1. Signals: remember what the caller gave us, block what guardian handles.
+    // 1. Events fd: taken over before guardian opens any fd of its own (a signalfd could
+    //    otherwise reuse a closed number the caller named), and before the provider could
+    //    inherit it.
+    let mut events = match cli.events_fd {
+        Some(n) => Events::open(n).map_err(fail)?,
+        None => Events::disabled(),
+    };
+
+    // 2. Signals: remember what the caller gave us, block what guardian handles.
     let sigchld_ignored = sys::is_ignored(libc::SIGCHLD);
     if sigchld_ignored {
         sys::set_default_disposition(libc::SIGCHLD).map_err(|e| fail(format!("sigaction(SIGCHLD, SIG_DFL) failed: {e}")))?;
@@ -100,15 +108,9 @@ fn setup_and_supervise(cli: cli::Cli) -> Result<i32, Failure> {
         fail(format!("signalfd() failed: {e}; guardian needs signalfd (Linux 2.6.22) to supervise without races"))
     })?;
 
-    // 2. Subreaper before the provider exists, so every orphan of its tree comes to us.
+    // 3. Subreaper before the provider exists, so every orphan of its tree comes to us.
     rustix::process::set_child_subreaper(Some(rustix::process::Pid::from_raw(me).ok_or_else(|| fail("bad pid".into()))?))
         .map_err(|e| fail(format!("prctl(PR_SET_CHILD_SUBREAPER) failed: {e}")))?;
-
-    // 3. Events fd: ours, close-on-exec, before the provider could inherit it.
-    let mut events = match cli.events_fd {
-        Some(n) => Events::open(n).map_err(fail)?,
-        None => Events::disabled(),
-    };
 
     // 4. Parent watch: pidfd on the parent, re-checked after opening.
     let parent = if cli.no_parent_watch { None } else { watch_parent(&mut events)? };

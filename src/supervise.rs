@@ -4,7 +4,10 @@
 //!   SIGCHLD of adopted orphans, which are reaped at once), the provider's pidfd, the
 //!   parent's pidfd, a pending events write, or the `--timeout` deadline. No periodic timer.
 //! * **stopping**: a stop was requested (SIGTERM, `--timeout`, parent death) while the
-//!   provider lives; at the grace deadline the whole tree gets SIGKILL.
+//!   provider lives. SIGTERM is forwarded to the provider (it is the owner's request, and the
+//!   provider may stop its own children in order); a timeout or parent death is guardian's
+//!   own decision, so the stop signal goes to the provider and every descendant at once. At
+//!   the grace deadline the whole tree gets SIGKILL.
 //! * **draining**: the provider has exited and was reaped; every descendant gets the stop
 //!   signal, newcomers are caught by rescans on a backoff timer, the grace deadline brings
 //!   SIGKILL, and `waitpid` reaps until ECHILD, the kernel's proof that the tree is empty.
@@ -97,7 +100,8 @@ pub struct Supervisor {
     stop: Option<Stop>,
     timed_out: bool,
     no_children: bool,
-    draining: bool,
+    /// Descendants are being stopped: signalling rounds and rescans run.
+    rounds: bool,
     rescan: Option<(Duration, Duration)>,
     abandon_at: Option<Duration>,
 }
@@ -134,13 +138,13 @@ impl Supervisor {
             stop: None,
             timed_out: false,
             no_children: false,
-            draining: false,
+            rounds: false,
             rescan: None,
             abandon_at: None,
         }
     }
 
-    fn state(&self) -> &'static str {
+    fn state_name(&self) -> &'static str {
         match (&self.status, &self.stop) {
             (None, None) => "running",
             (None, Some(_)) => "stopping",
@@ -222,6 +226,10 @@ impl Supervisor {
         // exit.
         self.drain_signals();
         self.reap();
+        if self.status.is_some() && self.no_children {
+            // The kernel says the tree is empty: nothing else matters any more.
+            return Outcome::Exit(self.release());
+        }
         if parent_ready {
             self.parent = None;
             self.on_parent_death();
@@ -362,25 +370,33 @@ impl Supervisor {
         if self.no_children {
             return Outcome::Exit(self.release());
         }
-        if !self.draining && (self.stop.is_some() || !self.settings.wait_descendants) {
-            self.begin_draining();
+        if !self.rounds && (self.stop.is_some() || !self.settings.wait_descendants) {
+            self.start_rounds();
         }
         Outcome::Continue
     }
 
-    fn begin_draining(&mut self) {
-        self.draining = true;
+    /// Starts stopping the descendants: a first round now, rescans on the backoff timer. Arms
+    /// the grace deadline if no stop was armed yet (the provider exited on its own).
+    fn start_rounds(&mut self) {
+        self.rounds = true;
         let now = sys::monotonic();
-        let stop = self.stop.get_or_insert(Stop {
-            reason: StopReason::ProviderExit,
-            deadline: now + self.settings.grace,
-            escalated: false,
-        });
-        let phase = if stop.escalated { Phase::Kill } else { Phase::Stop };
-        crate::debug!("draining: stopping descendants ({})", stop.reason.name());
-        let reason = if phase == Phase::Kill { "kill" } else { "stop" };
-        self.tree.round(phase, self.settings.stop_signal, None, reason, &mut self.events);
+        let reason = self
+            .stop
+            .get_or_insert(Stop { reason: StopReason::ProviderExit, deadline: now + self.settings.grace, escalated: false })
+            .reason;
+        crate::debug!("{}: stopping descendants ({})", self.state_name(), reason.name());
+        self.round();
         self.rescan = Some((now + RESCAN_FIRST, RESCAN_FIRST));
+    }
+
+    /// One signalling round over the descendants: the stop signal before the grace deadline,
+    /// SIGKILL after it. The provider, while unreaped, is left to its own handle.
+    fn round(&mut self) {
+        let escalated = self.stop.as_ref().is_some_and(|s| s.escalated);
+        let (phase, reason) = if escalated { (Phase::Kill, "kill") } else { (Phase::Stop, "stop") };
+        let provider = self.status.is_none().then_some(self.provider.pid);
+        self.tree.round(phase, self.settings.stop_signal, provider, reason, &mut self.events);
     }
 
     fn request_stop(&mut self, reason: StopReason) {
@@ -389,16 +405,19 @@ impl Supervisor {
         }
         let now = sys::monotonic();
         let grace = self.settings.grace;
-        crate::info!("stopping ({}), grace {:?}", reason.name(), grace);
+        crate::info!("{}: stop requested ({}), grace {:?}", self.state_name(), reason.name(), grace);
         self.stop = Some(Stop { reason, deadline: now + grace, escalated: false });
         self.events.emit("stopping", json!({"reason": reason.name(), "grace_ms": grace.as_millis() as u64}));
         if self.status.is_none() {
-            // A SIGTERM was already forwarded; other causes send the stop signal now.
-            if reason != StopReason::Signal {
-                self.signal_provider(self.settings.stop_signal, reason.name());
+            if reason == StopReason::Signal {
+                // The SIGTERM was already forwarded: the provider stops its own tree first.
+                return;
             }
-        } else if !self.draining {
-            self.begin_draining();
+            // guardian's own decision (timeout, parent death): the whole tree hears it now.
+            self.signal_provider(self.settings.stop_signal, reason.name());
+        }
+        if !self.rounds {
+            self.start_rounds();
         }
     }
 
@@ -434,10 +453,8 @@ impl Supervisor {
             }
         }
         if let Some((at, step)) = self.rescan {
-            if now >= at && self.draining {
-                let escalated = self.stop.as_ref().is_some_and(|s| s.escalated);
-                let (phase, reason) = if escalated { (Phase::Kill, "kill") } else { (Phase::Stop, "stop") };
-                self.tree.round(phase, self.settings.stop_signal, None, reason, &mut self.events);
+            if now >= at && self.rounds {
+                self.round();
                 let step = (step * 2).min(RESCAN_MAX);
                 self.rescan = Some((now + step, step));
             }
@@ -454,9 +471,8 @@ impl Supervisor {
         let now = sys::monotonic();
         crate::info!("grace period over; sending SIGKILL to the tree");
         self.signal_provider(libc::SIGKILL, "kill");
-        let provider = self.status.is_none().then_some(self.provider.pid);
-        self.tree.round(Phase::Kill, self.settings.stop_signal, provider, "kill", &mut self.events);
-        self.draining = self.draining || self.status.is_some();
+        self.rounds = true;
+        self.round();
         self.rescan = Some((now + RESCAN_FIRST, RESCAN_FIRST));
         self.abandon_at = Some(now + self.settings.grace.max(MIN_ABANDON_WAIT));
     }
@@ -509,7 +525,6 @@ impl Supervisor {
                 "teardown_ms": teardown_ms,
             }),
         );
-        let _ = self.state();
         let events = std::mem::replace(&mut self.events, Events::disabled());
         events.close(EVENTS_CLOSE_WAIT);
         code

@@ -56,6 +56,7 @@ impl SigSet {
         }
     }
 
+    #[cfg(test)]
     pub fn contains(&self, sig: i32) -> bool {
         // SAFETY: the set is initialised and only read.
         unsafe { libc::sigismember(&self.0, sig) == 1 }
@@ -100,7 +101,6 @@ pub struct SigInfo {
     pub signo: i32,
     /// Sender's pid (0 for the kernel).
     pub pid: u32,
-    pub code: i32,
 }
 
 /// Creates a non-blocking, close-on-exec signalfd for `set`.
@@ -131,7 +131,7 @@ pub fn read_signalfd(fd: BorrowedFd<'_>) -> io::Result<Option<SigInfo>> {
         if n as usize != size {
             return Ok(None);
         }
-        Ok(Some(SigInfo { signo: info.ssi_signo as i32, pid: info.ssi_pid, code: info.ssi_code }))
+        Ok(Some(SigInfo { signo: info.ssi_signo as i32, pid: info.ssi_pid }))
     }
 }
 

@@ -7,7 +7,6 @@
 //! run and when the grace period ends; the kernel's ECHILD decides when the tree is gone.
 
 use std::collections::HashSet;
-use std::io;
 
 use serde_json::json;
 
@@ -207,7 +206,3 @@ impl Tree {
     }
 }
 
-/// Reads `io::Error` into an errno name for messages.
-pub fn errno_of(e: &io::Error) -> &'static str {
-    sys::errno_name(e.raw_os_error().unwrap_or(0))
-}
