@@ -99,7 +99,8 @@ fn setup_and_supervise(cli: cli::Cli) -> Result<i32, Failure> {
     // 2. Signals: remember what the caller gave us, block what guardian handles.
     let sigchld_ignored = sys::is_ignored(libc::SIGCHLD);
     if sigchld_ignored {
-        sys::set_default_disposition(libc::SIGCHLD).map_err(|e| fail(format!("sigaction(SIGCHLD, SIG_DFL) failed: {e}")))?;
+        sys::set_default_disposition(libc::SIGCHLD)
+            .map_err(|e| fail(format!("sigaction(SIGCHLD, SIG_DFL) failed: {e}")))?;
     }
     let handled = signals::handled(&sys::is_ignored);
     let original_mask = sys::set_sigmask(libc::SIG_BLOCK, &handled)
@@ -109,11 +110,17 @@ fn setup_and_supervise(cli: cli::Cli) -> Result<i32, Failure> {
     })?;
 
     // 3. Subreaper before the provider exists, so every orphan of its tree comes to us.
-    rustix::process::set_child_subreaper(Some(rustix::process::Pid::from_raw(me).ok_or_else(|| fail("bad pid".into()))?))
-        .map_err(|e| fail(format!("prctl(PR_SET_CHILD_SUBREAPER) failed: {e}")))?;
+    rustix::process::set_child_subreaper(Some(
+        rustix::process::Pid::from_raw(me).ok_or_else(|| fail("bad pid".into()))?,
+    ))
+    .map_err(|e| fail(format!("prctl(PR_SET_CHILD_SUBREAPER) failed: {e}")))?;
 
     // 4. Parent watch: pidfd on the parent, re-checked after opening.
-    let parent = if cli.no_parent_watch { None } else { watch_parent(&mut events)? };
+    let parent = if cli.no_parent_watch {
+        None
+    } else {
+        watch_parent(&mut events)?
+    };
 
     // 5. How descendants will be found at teardown.
     let mut proc = proctree::Proc::open().ok();
@@ -122,7 +129,9 @@ fn setup_and_supervise(cli: cli::Cli) -> Result<i32, Failure> {
         (true, false) => Discovery::Scan,
         (_, true) => Discovery::Broadcast,
         (false, false) => {
-            warn!("/proc is missing or belongs to another PID namespace: descendants cannot be identified; only the provider will be signalled");
+            warn!(
+                "/proc is missing or belongs to another PID namespace: descendants cannot be identified; only the provider will be signalled"
+            );
             events.emit("fallback", json!({"what": "proc", "errno": "ENOENT", "detail": "descendants cannot be listed; waiting for them to exit"}));
             Discovery::Blind
         }
@@ -167,8 +176,24 @@ fn setup_and_supervise(cli: cli::Cli) -> Result<i32, Failure> {
         timeout: cli.timeout,
         wait_descendants: cli.wait_descendants,
     };
-    let tree = Tree::new(discovery, if discovery == Discovery::Scan { proc } else { None });
-    let sup = Supervisor::new(settings, sigfd, spawned.provider, spawned.pgid, parent, events, tree, take_terminal);
+    let tree = Tree::new(
+        discovery,
+        if discovery == Discovery::Scan {
+            proc
+        } else {
+            None
+        },
+    );
+    let sup = Supervisor::new(
+        settings,
+        sigfd,
+        spawned.provider,
+        spawned.pgid,
+        parent,
+        events,
+        tree,
+        take_terminal,
+    );
     Ok(sup.run())
 }
 
@@ -183,8 +208,16 @@ fn watch_parent(events: &mut Events) -> Result<Option<ParentWatch>, Failure> {
     let watch = match sys::pidfd_open(ppid) {
         Ok(fd) => ParentWatch::Pidfd(fd),
         Err(e) => {
-            spawn::fallback(events, "pidfd_open", &e, "checking getppid() every 250 ms for parent death");
-            ParentWatch::Poll { ppid, next: sys::monotonic() }
+            spawn::fallback(
+                events,
+                "pidfd_open",
+                &e,
+                "checking getppid() every 250 ms for parent death",
+            );
+            ParentWatch::Poll {
+                ppid,
+                next: sys::monotonic(),
+            }
         }
     };
     let now = rustix::process::getppid().map(|p| p.as_raw_nonzero().get());

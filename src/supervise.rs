@@ -73,7 +73,10 @@ struct Stop {
 pub enum ParentWatch {
     Pidfd(OwnedFd),
     /// pidfd_open was refused: compare getppid() on a bounded interval.
-    Poll { ppid: i32, next: Duration },
+    Poll {
+        ppid: i32,
+        next: Duration,
+    },
 }
 
 pub struct Settings {
@@ -185,8 +188,11 @@ impl Supervisor {
     }
 
     fn wait_and_handle(&mut self) -> Outcome {
-        let timeout = self.next_deadline().map(|d| d.saturating_sub(sys::monotonic()));
-        let (mut sig_ready, mut provider_ready, mut parent_ready, mut out_ready) = (false, false, false, false);
+        let timeout = self
+            .next_deadline()
+            .map(|d| d.saturating_sub(sys::monotonic()));
+        let (mut sig_ready, mut provider_ready, mut parent_ready, mut out_ready) =
+            (false, false, false, false);
         {
             let mut fds: Vec<PollFd<'_>> = Vec::with_capacity(4);
             fds.push(PollFd::new(&self.sigfd, PollFlags::IN));
@@ -208,7 +214,10 @@ impl Supervisor {
                 fds.push(PollFd::from_borrowed_fd(fd, PollFlags::OUT));
                 fds.len() - 1
             });
-            let ts = timeout.map(|t| rustix::event::Timespec { tv_sec: t.as_secs() as i64, tv_nsec: t.subsec_nanos() as i64 });
+            let ts = timeout.map(|t| rustix::event::Timespec {
+                tv_sec: t.as_secs() as i64,
+                tv_nsec: t.subsec_nanos() as i64,
+            });
             match rustix::event::poll(&mut fds, ts.as_ref()) {
                 Ok(_) | Err(rustix::io::Errno::INTR) => {}
                 Err(e) => crate::warn!("poll() failed: {e}"),
@@ -271,7 +280,10 @@ impl Supervisor {
 
     fn forward(&mut self, sig: i32) {
         if self.status.is_some() {
-            crate::debug!("{} not forwarded: the provider has exited", signals::name(sig));
+            crate::debug!(
+                "{} not forwarded: the provider has exited",
+                signals::name(sig)
+            );
             return;
         }
         let (target, res) = match self.settings.forward_to {
@@ -279,7 +291,10 @@ impl Supervisor {
             ForwardTo::Group => ("group", self.provider.signal_group(sig)),
         };
         if let Err(e) = &res {
-            crate::debug!("forwarding {} to the {target} failed: {e}", signals::name(sig));
+            crate::debug!(
+                "forwarding {} to the {target} failed: {e}",
+                signals::name(sig)
+            );
         }
         self.events.emit(
             "signal",
@@ -293,7 +308,9 @@ impl Supervisor {
             return;
         }
         let (target, res) = match (self.settings.forward_to, sig) {
-            (_, libc::SIGKILL) | (ForwardTo::Provider, _) => ("provider", self.provider.signal(sig)),
+            (_, libc::SIGKILL) | (ForwardTo::Provider, _) => {
+                ("provider", self.provider.signal(sig))
+            }
             (ForwardTo::Group, _) => ("group", self.provider.signal_group(sig)),
         };
         if let Err(e) = &res {
@@ -308,7 +325,9 @@ impl Supervisor {
     fn reap(&mut self) {
         loop {
             match sys::reap_one() {
-                Ok(Reaped::Child(pid, status)) if pid == self.provider.pid && self.status.is_none() => {
+                Ok(Reaped::Child(pid, status))
+                    if pid == self.provider.pid && self.status.is_none() =>
+                {
                     self.on_provider_exit(status);
                 }
                 Ok(Reaped::Child(pid, _)) => {
@@ -383,9 +402,17 @@ impl Supervisor {
         let now = sys::monotonic();
         let reason = self
             .stop
-            .get_or_insert(Stop { reason: StopReason::ProviderExit, deadline: now + self.settings.grace, escalated: false })
+            .get_or_insert(Stop {
+                reason: StopReason::ProviderExit,
+                deadline: now + self.settings.grace,
+                escalated: false,
+            })
             .reason;
-        crate::debug!("{}: stopping descendants ({})", self.state_name(), reason.name());
+        crate::debug!(
+            "{}: stopping descendants ({})",
+            self.state_name(),
+            reason.name()
+        );
         self.round();
         self.rescan = Some((now + RESCAN_FIRST, RESCAN_FIRST));
     }
@@ -394,9 +421,19 @@ impl Supervisor {
     /// SIGKILL after it. The provider, while unreaped, is left to its own handle.
     fn round(&mut self) {
         let escalated = self.stop.as_ref().is_some_and(|s| s.escalated);
-        let (phase, reason) = if escalated { (Phase::Kill, "kill") } else { (Phase::Stop, "stop") };
+        let (phase, reason) = if escalated {
+            (Phase::Kill, "kill")
+        } else {
+            (Phase::Stop, "stop")
+        };
         let provider = self.status.is_none().then_some(self.provider.pid);
-        self.tree.round(phase, self.settings.stop_signal, provider, reason, &mut self.events);
+        self.tree.round(
+            phase,
+            self.settings.stop_signal,
+            provider,
+            reason,
+            &mut self.events,
+        );
     }
 
     fn request_stop(&mut self, reason: StopReason) {
@@ -405,9 +442,21 @@ impl Supervisor {
         }
         let now = sys::monotonic();
         let grace = self.settings.grace;
-        crate::info!("{}: stop requested ({}), grace {:?}", self.state_name(), reason.name(), grace);
-        self.stop = Some(Stop { reason, deadline: now + grace, escalated: false });
-        self.events.emit("stopping", json!({"reason": reason.name(), "grace_ms": grace.as_millis() as u64}));
+        crate::info!(
+            "{}: stop requested ({}), grace {:?}",
+            self.state_name(),
+            reason.name(),
+            grace
+        );
+        self.stop = Some(Stop {
+            reason,
+            deadline: now + grace,
+            escalated: false,
+        });
+        self.events.emit(
+            "stopping",
+            json!({"reason": reason.name(), "grace_ms": grace.as_millis() as u64}),
+        );
         if self.status.is_none() {
             if reason == StopReason::Signal {
                 // The SIGTERM was already forwarded: the provider stops its own tree first.
@@ -466,7 +515,9 @@ impl Supervisor {
 
     /// The grace period is over: SIGKILL the provider (if it lives) and every descendant.
     fn escalate(&mut self) {
-        let Some(stop) = self.stop.as_mut() else { return };
+        let Some(stop) = self.stop.as_mut() else {
+            return;
+        };
         stop.escalated = true;
         let now = sys::monotonic();
         crate::info!("grace period over; sending SIGKILL to the tree");
@@ -486,7 +537,10 @@ impl Supervisor {
             unkillable
         );
         crate::fatal!("{message}");
-        self.events.emit("error", json!({"status": 125, "message": message, "unkillable": unkillable}));
+        self.events.emit(
+            "error",
+            json!({"status": 125, "message": message, "unkillable": unkillable}),
+        );
         let events = std::mem::replace(&mut self.events, Events::disabled());
         events.close(EVENTS_CLOSE_WAIT);
         std::process::exit(125);
@@ -503,7 +557,9 @@ impl Supervisor {
                 (None, None) => 125,
             }
         };
-        let teardown_ms = self.exited_at.map_or(0.0, |t| (sys::monotonic() - t).as_micros() as f64 / 1000.0);
+        let teardown_ms = self
+            .exited_at
+            .map_or(0.0, |t| (sys::monotonic() - t).as_micros() as f64 / 1000.0);
         let stats = &self.tree.stats;
         crate::info!(
             "released: status {code}, {} signalled, {} killed, {} reaped, teardown {teardown_ms:.3} ms",

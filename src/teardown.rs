@@ -82,7 +82,14 @@ impl Tree {
     /// One round: sends the phase's signal to every descendant that has not had it yet.
     /// `provider` is skipped while it is unreaped (it has its own handle). Returns how many
     /// processes were signalled.
-    pub fn round(&mut self, phase: Phase, stop_signal: i32, provider: Option<i32>, reason: &str, events: &mut Events) -> usize {
+    pub fn round(
+        &mut self,
+        phase: Phase,
+        stop_signal: i32,
+        provider: Option<i32>,
+        reason: &str,
+        events: &mut Events,
+    ) -> usize {
         let sig = match phase {
             Phase::Stop => stop_signal,
             Phase::Kill => libc::SIGKILL,
@@ -91,7 +98,9 @@ impl Tree {
         match self.discovery {
             Discovery::Blind => 0,
             Discovery::Broadcast => self.broadcast(sig, follow_with_cont, reason, events),
-            Discovery::Scan => self.scan_round(phase, sig, follow_with_cont, provider, reason, events),
+            Discovery::Scan => {
+                self.scan_round(phase, sig, follow_with_cont, provider, reason, events)
+            }
         }
     }
 
@@ -106,8 +115,14 @@ impl Tree {
         if cont {
             let _ = sys::kill(-1, libc::SIGCONT);
         }
-        events.emit("signal", json!({"signal": signals::name(sig), "target": "namespace", "reason": reason}));
-        crate::debug!("sent {} to every process in the namespace ({reason})", signals::name(sig));
+        events.emit(
+            "signal",
+            json!({"signal": signals::name(sig), "target": "namespace", "reason": reason}),
+        );
+        crate::debug!(
+            "sent {} to every process in the namespace ({reason})",
+            signals::name(sig)
+        );
         1
     }
 
@@ -120,7 +135,9 @@ impl Tree {
         reason: &str,
         events: &mut Events,
     ) -> usize {
-        let Some(proc) = self.proc.as_mut() else { return 0 };
+        let Some(proc) = self.proc.as_mut() else {
+            return 0;
+        };
         let all = match proc.scan() {
             Ok(all) => all,
             Err(e) => {
@@ -143,7 +160,9 @@ impl Tree {
             if done.contains(&key) {
                 continue;
             }
-            let Some(handle) = self.open_verified(d, &members, events) else { continue };
+            let Some(handle) = self.open_verified(d, &members, events) else {
+                continue;
+            };
             match handle.signal(sig) {
                 Ok(()) => {
                     if cont {
@@ -157,7 +176,10 @@ impl Tree {
                 }
                 Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
                     if !self.stats.unkillable.contains(&d.pid) {
-                        crate::warn!("not permitted to signal descendant {} (it changed its user id)", d.pid);
+                        crate::warn!(
+                            "not permitted to signal descendant {} (it changed its user id)",
+                            d.pid
+                        );
                         self.stats.unkillable.push(d.pid);
                     }
                 }
@@ -169,7 +191,11 @@ impl Tree {
             Phase::Kill => self.stats.killed += sent.len() as u64,
         }
         if !sent.is_empty() {
-            crate::debug!("sent {} to {} descendants ({reason})", signals::name(sig), sent.len());
+            crate::debug!(
+                "sent {} to {} descendants ({reason})",
+                signals::name(sig),
+                sent.len()
+            );
             events.emit(
                 "signal",
                 json!({"signal": signals::name(sig), "target": "descendants", "pids": sent, "reason": reason}),
@@ -182,22 +208,36 @@ impl Tree {
     /// `/proc` start time and parent are rechecked and the pidfd is confirmed to name that pid.
     /// Without pidfds only unreaped direct children are signalled (the tree is peeled from the
     /// top: grandchildren become children when their parents die).
-    fn open_verified(&mut self, seen: &Stat, members: &HashSet<i32>, events: &mut Events) -> Option<PidRef> {
+    fn open_verified(
+        &mut self,
+        seen: &Stat,
+        members: &HashSet<i32>,
+        events: &mut Events,
+    ) -> Option<PidRef> {
         if self.use_pidfd {
             match sys::pidfd_open(seen.pid) {
                 Ok(fd) => {
                     let proc = self.proc.as_mut()?;
                     let now = proc.stat(seen.pid)?;
                     let same = now.starttime == seen.starttime && members.contains(&now.ppid);
-                    return (same && proc.pidfd_pid(&fd) == Some(seen.pid)).then(|| PidRef::verified(seen.pid, fd));
+                    return (same && proc.pidfd_pid(&fd) == Some(seen.pid))
+                        .then(|| PidRef::verified(seen.pid, fd));
                 }
                 Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return None,
                 Err(e) if matches!(e.raw_os_error(), Some(libc::ENOSYS | libc::EPERM)) => {
-                    spawn::fallback(events, "pidfd_open", &e, "signalling only unreaped direct children");
+                    spawn::fallback(
+                        events,
+                        "pidfd_open",
+                        &e,
+                        "signalling only unreaped direct children",
+                    );
                     self.use_pidfd = false;
                 }
                 Err(e) => {
-                    crate::debug!("pidfd_open({}) failed: {e}; signalling it only if it is a direct child", seen.pid);
+                    crate::debug!(
+                        "pidfd_open({}) failed: {e}; signalling it only if it is a direct child",
+                        seen.pid
+                    );
                 }
             }
         }
@@ -205,4 +245,3 @@ impl Tree {
         (seen.ppid == self.self_pid).then(|| PidRef::child(seen.pid, None))
     }
 }
-
