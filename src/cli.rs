@@ -92,6 +92,20 @@ pub struct Cli {
     #[arg(long, env = "GUARDIAN_CGROUP", value_name = "auto|PATH")]
     pub cgroup: Option<OsString>,
 
+    /// Limit the leaf's memory (memory.max: bytes or 512M, 2G, max). Needs --cgroup and a
+    /// delegated memory controller; an OOM kill is reported in the `released` event.
+    #[arg(long, env = "GUARDIAN_MEMORY_MAX", value_name = "SIZE", value_parser = crate::cgroup::parse_memory)]
+    pub memory_max: Option<String>,
+
+    /// Limit the number of processes in the leaf (pids.max). Needs --cgroup and a delegated pids controller.
+    #[arg(long, env = "GUARDIAN_PIDS_MAX", value_name = "N", value_parser = crate::cgroup::parse_pids)]
+    pub pids_max: Option<String>,
+
+    /// Limit the leaf's CPU time (cpu.max): CPUs (0.5, 2) or "QUOTA PERIOD" in microseconds.
+    /// Needs --cgroup and a delegated cpu controller.
+    #[arg(long, env = "GUARDIAN_CPU_MAX", value_name = "CPUS", value_parser = crate::cgroup::parse_cpu)]
+    pub cpu_max: Option<String>,
+
     /// Log what guardian does to stderr, prefixed "guardian:" (repeat for more; env GUARDIAN_VERBOSE=0..3).
     #[arg(short = 'v', long, action = ArgAction::Count, conflicts_with = "quiet")]
     pub verbose: u8,
@@ -101,7 +115,12 @@ pub struct Cli {
     pub quiet: bool,
 
     /// The provider command and its arguments.
-    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "COMMAND")]
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "COMMAND"
+    )]
     pub command: Vec<OsString>,
 }
 
@@ -127,11 +146,18 @@ pub enum Sub {
 
 /// Parses `0`, `500ms`, `10s`, `1.5s`, `1m`, `2h`, `250us`; a bare number is seconds.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let bad = || format!("invalid duration '{text}': use a number with a unit such as 500ms, 10s or 1m (a bare number is seconds)");
+    let bad = || {
+        format!(
+            "invalid duration '{text}': use a number with a unit such as 500ms, 10s or 1m (a bare number is seconds)"
+        )
+    };
     let t = text.trim();
-    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
-    if num.is_empty() || num.starts_with('.') || num.ends_with('.') || num.matches('.').count() > 1 {
+    if num.is_empty() || num.starts_with('.') || num.ends_with('.') || num.matches('.').count() > 1
+    {
         return Err(bad());
     }
     let nanos_per: u128 = match unit {
@@ -166,7 +192,10 @@ pub fn verbosity(cli: &Cli) -> u8 {
     if cli.quiet {
         return 0;
     }
-    let from_env = std::env::var("GUARDIAN_VERBOSE").ok().and_then(|v| v.parse::<u8>().ok()).unwrap_or(0);
+    let from_env = std::env::var("GUARDIAN_VERBOSE")
+        .ok()
+        .and_then(|v| v.parse::<u8>().ok())
+        .unwrap_or(0);
     1 + cli.verbose.max(from_env).min(3)
 }
 
@@ -185,7 +214,18 @@ mod tests {
         assert_eq!(parse_duration("2h"), Ok(Duration::from_secs(7200)));
         assert_eq!(parse_duration("250us"), Ok(Duration::from_micros(250)));
         assert_eq!(parse_duration("0.25m"), Ok(Duration::from_secs(15)));
-        for bad in ["", "s", "-1s", "1x", "1.s", ".5s", "1..2s", "1 s", "99999999999999999999h", "1e3"] {
+        for bad in [
+            "",
+            "s",
+            "-1s",
+            "1x",
+            "1.s",
+            ".5s",
+            "1..2s",
+            "1 s",
+            "99999999999999999999h",
+            "1e3",
+        ] {
             assert!(parse_duration(bad).is_err(), "{bad:?} should be rejected");
         }
     }

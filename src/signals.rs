@@ -38,8 +38,15 @@ const NAMES: &[(&str, i32)] = &[
 ];
 
 /// Synchronous fault signals: left at their default action, never forwarded (as tini).
-const FAULTS: &[i32] =
-    &[libc::SIGILL, libc::SIGTRAP, libc::SIGABRT, libc::SIGBUS, libc::SIGFPE, libc::SIGSEGV, libc::SIGSYS];
+const FAULTS: &[i32] = &[
+    libc::SIGILL,
+    libc::SIGTRAP,
+    libc::SIGABRT,
+    libc::SIGBUS,
+    libc::SIGFPE,
+    libc::SIGSEGV,
+    libc::SIGSYS,
+];
 
 /// "SIGTERM", "SIGRTMIN+3", or "SIG42" for anything unnamed.
 pub fn name(sig: i32) -> String {
@@ -67,7 +74,11 @@ pub fn parse(text: &str) -> Result<i32, String> {
     let t = text.trim();
     if let Ok(n) = t.parse::<i32>() {
         let (_, max) = sys::sigrt_range();
-        return if (1..=max).contains(&n) { Ok(n) } else { Err(bad()) };
+        return if (1..=max).contains(&n) {
+            Ok(n)
+        } else {
+            Err(bad())
+        };
     }
     let upper = t.to_ascii_uppercase();
     let bare = upper.strip_prefix("SIG").unwrap_or(&upper);
@@ -81,7 +92,13 @@ pub fn parse(text: &str) -> Result<i32, String> {
         }
         let (sign, digits) = rest.split_at(1);
         let off: i32 = digits.parse().ok()?;
-        let v = if sign == "+" { base + off } else if sign == "-" { base - off } else { return None };
+        let v = if sign == "+" {
+            base + off
+        } else if sign == "-" {
+            base - off
+        } else {
+            return None;
+        };
         (min..=max).contains(&v).then_some(v)
     };
     if let Some(rest) = bare.strip_prefix("RTMIN") {
@@ -161,7 +178,10 @@ mod tests {
         let set = handled(&|s| s == libc::SIGINT || s == libc::SIGCHLD);
         assert!(set.contains(libc::SIGTERM));
         assert!(set.contains(libc::SIGCHLD), "SIGCHLD is always handled");
-        assert!(!set.contains(libc::SIGINT), "ignored at start stays ignored");
+        assert!(
+            !set.contains(libc::SIGINT),
+            "ignored at start stays ignored"
+        );
         assert!(!set.contains(libc::SIGSEGV));
         assert!(!is_forwarded(libc::SIGCHLD));
         assert!(is_forwarded(libc::SIGWINCH));

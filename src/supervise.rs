@@ -9,6 +9,8 @@
 //!   signal, newcomers are caught by rescans on a backoff timer, the grace deadline brings
 //!   SIGKILL, and `waitpid` reaps until ECHILD, the kernel's proof that the tree is empty.
 //!   (With `--wait-descendants` and no stop request, it only reaps.)
+//! * In cgroup mode the leaf's `cgroup.events` is polled for POLLPRI too: release waits
+//!   for both proofs, `populated 0` and ECHILD, then removes the leaf.
 //! * **released**: `released` is emitted, the events fd closed, and guardian exits with the
 //!   provider's status.
 //!
@@ -70,7 +72,10 @@ struct Stop {
 pub enum ParentWatch {
     Pidfd(OwnedFd),
     /// pidfd_open was refused: compare getppid() on a bounded interval.
-    Poll { ppid: i32, next: Duration },
+    Poll {
+        ppid: i32,
+        next: Duration,
+    },
 }
 
 pub struct Settings {
@@ -100,6 +105,8 @@ pub struct Supervisor {
     draining: bool,
     rescan: Option<(Duration, Duration)>,
     abandon_at: Option<Duration>,
+    /// The leaf's `cgroup.events` said `populated 0` (always true without a leaf).
+    leaf_empty: bool,
 }
 
 enum Outcome {
@@ -126,7 +133,6 @@ impl Supervisor {
             provider_pgid,
             parent,
             events,
-            tree,
             gave_terminal,
             started: sys::monotonic(),
             status: None,
@@ -137,6 +143,8 @@ impl Supervisor {
             draining: false,
             rescan: None,
             abandon_at: None,
+            leaf_empty: tree.leaf.is_none(),
+            tree,
         }
     }
 
@@ -181,10 +189,14 @@ impl Supervisor {
     }
 
     fn wait_and_handle(&mut self) -> Outcome {
-        let timeout = self.next_deadline().map(|d| d.saturating_sub(sys::monotonic()));
-        let (mut sig_ready, mut provider_ready, mut parent_ready, mut out_ready) = (false, false, false, false);
+        let timeout = self
+            .next_deadline()
+            .map(|d| d.saturating_sub(sys::monotonic()));
+        let (mut sig_ready, mut provider_ready, mut parent_ready, mut out_ready) =
+            (false, false, false, false);
+        let mut leaf_ready = false;
         {
-            let mut fds: Vec<PollFd<'_>> = Vec::with_capacity(4);
+            let mut fds: Vec<PollFd<'_>> = Vec::with_capacity(5);
             fds.push(PollFd::new(&self.sigfd, PollFlags::IN));
             let provider_slot = match (self.status.is_none(), self.provider.pidfd()) {
                 (true, Some(fd)) => {
@@ -204,7 +216,17 @@ impl Supervisor {
                 fds.push(PollFd::from_borrowed_fd(fd, PollFlags::OUT));
                 fds.len() - 1
             });
-            let ts = timeout.map(|t| rustix::event::Timespec { tv_sec: t.as_secs() as i64, tv_nsec: t.subsec_nanos() as i64 });
+            let leaf_slot = match &self.tree.leaf {
+                Some(leaf) if !leaf.is_removed() => {
+                    fds.push(PollFd::from_borrowed_fd(leaf.events_fd(), PollFlags::PRI));
+                    Some(fds.len() - 1)
+                }
+                _ => None,
+            };
+            let ts = timeout.map(|t| rustix::event::Timespec {
+                tv_sec: t.as_secs() as i64,
+                tv_nsec: t.subsec_nanos() as i64,
+            });
             match rustix::event::poll(&mut fds, ts.as_ref()) {
                 Ok(_) | Err(rustix::io::Errno::INTR) => {}
                 Err(e) => crate::warn!("poll() failed: {e}"),
@@ -214,6 +236,7 @@ impl Supervisor {
             provider_ready |= ready(provider_slot);
             parent_ready |= ready(parent_slot);
             out_ready |= ready(out_slot);
+            leaf_ready |= ready(leaf_slot);
         }
         let _ = (sig_ready, provider_ready);
         // Signals first (they may request a stop), then reaping (it may find the provider's
@@ -230,7 +253,24 @@ impl Supervisor {
             self.events.flush();
         }
         self.check_timers();
+        if leaf_ready || self.status.is_some() {
+            self.read_leaf_events();
+        }
         self.after_reap()
+    }
+
+    /// Re-reads `cgroup.events` (which also re-arms POLLPRI).
+    fn read_leaf_events(&mut self) {
+        let Some(leaf) = &self.tree.leaf else { return };
+        match leaf.populated() {
+            Ok(populated) => {
+                if !populated && !self.leaf_empty {
+                    crate::debug!("{}: populated 0", leaf.path.display());
+                }
+                self.leaf_empty = !populated;
+            }
+            Err(e) => crate::debug!("reading {}/cgroup.events failed: {e}", leaf.path.display()),
+        }
     }
 
     fn drain_signals(&mut self) {
@@ -263,7 +303,10 @@ impl Supervisor {
 
     fn forward(&mut self, sig: i32) {
         if self.status.is_some() {
-            crate::debug!("{} not forwarded: the provider has exited", signals::name(sig));
+            crate::debug!(
+                "{} not forwarded: the provider has exited",
+                signals::name(sig)
+            );
             return;
         }
         let (target, res) = match self.settings.forward_to {
@@ -271,7 +314,10 @@ impl Supervisor {
             ForwardTo::Group => ("group", self.provider.signal_group(sig)),
         };
         if let Err(e) = &res {
-            crate::debug!("forwarding {} to the {target} failed: {e}", signals::name(sig));
+            crate::debug!(
+                "forwarding {} to the {target} failed: {e}",
+                signals::name(sig)
+            );
         }
         self.events.emit(
             "signal",
@@ -285,7 +331,9 @@ impl Supervisor {
             return;
         }
         let (target, res) = match (self.settings.forward_to, sig) {
-            (_, libc::SIGKILL) | (ForwardTo::Provider, _) => ("provider", self.provider.signal(sig)),
+            (_, libc::SIGKILL) | (ForwardTo::Provider, _) => {
+                ("provider", self.provider.signal(sig))
+            }
             (ForwardTo::Group, _) => ("group", self.provider.signal_group(sig)),
         };
         if let Err(e) = &res {
@@ -300,7 +348,9 @@ impl Supervisor {
     fn reap(&mut self) {
         loop {
             match sys::reap_one() {
-                Ok(Reaped::Child(pid, status)) if pid == self.provider.pid && self.status.is_none() => {
+                Ok(Reaped::Child(pid, status))
+                    if pid == self.provider.pid && self.status.is_none() =>
+                {
                     self.on_provider_exit(status);
                 }
                 Ok(Reaped::Child(pid, _)) => {
@@ -359,7 +409,7 @@ impl Supervisor {
         if self.status.is_none() {
             return Outcome::Continue;
         }
-        if self.no_children {
+        if self.no_children && self.leaf_empty {
             return Outcome::Exit(self.release());
         }
         if !self.draining && (self.stop.is_some() || !self.settings.wait_descendants) {
@@ -376,10 +426,20 @@ impl Supervisor {
             deadline: now + self.settings.grace,
             escalated: false,
         });
-        let phase = if stop.escalated { Phase::Kill } else { Phase::Stop };
+        let phase = if stop.escalated {
+            Phase::Kill
+        } else {
+            Phase::Stop
+        };
         crate::debug!("draining: stopping descendants ({})", stop.reason.name());
         let reason = if phase == Phase::Kill { "kill" } else { "stop" };
-        self.tree.round(phase, self.settings.stop_signal, None, reason, &mut self.events);
+        self.tree.round(
+            phase,
+            self.settings.stop_signal,
+            None,
+            reason,
+            &mut self.events,
+        );
         self.rescan = Some((now + RESCAN_FIRST, RESCAN_FIRST));
     }
 
@@ -390,8 +450,15 @@ impl Supervisor {
         let now = sys::monotonic();
         let grace = self.settings.grace;
         crate::info!("stopping ({}), grace {:?}", reason.name(), grace);
-        self.stop = Some(Stop { reason, deadline: now + grace, escalated: false });
-        self.events.emit("stopping", json!({"reason": reason.name(), "grace_ms": grace.as_millis() as u64}));
+        self.stop = Some(Stop {
+            reason,
+            deadline: now + grace,
+            escalated: false,
+        });
+        self.events.emit(
+            "stopping",
+            json!({"reason": reason.name(), "grace_ms": grace.as_millis() as u64}),
+        );
         if self.status.is_none() {
             // A SIGTERM was already forwarded; other causes send the stop signal now.
             if reason != StopReason::Signal {
@@ -436,8 +503,18 @@ impl Supervisor {
         if let Some((at, step)) = self.rescan {
             if now >= at && self.draining {
                 let escalated = self.stop.as_ref().is_some_and(|s| s.escalated);
-                let (phase, reason) = if escalated { (Phase::Kill, "kill") } else { (Phase::Stop, "stop") };
-                self.tree.round(phase, self.settings.stop_signal, None, reason, &mut self.events);
+                let (phase, reason) = if escalated {
+                    (Phase::Kill, "kill")
+                } else {
+                    (Phase::Stop, "stop")
+                };
+                self.tree.round(
+                    phase,
+                    self.settings.stop_signal,
+                    None,
+                    reason,
+                    &mut self.events,
+                );
                 let step = (step * 2).min(RESCAN_MAX);
                 self.rescan = Some((now + step, step));
             }
@@ -449,13 +526,21 @@ impl Supervisor {
 
     /// The grace period is over: SIGKILL the provider (if it lives) and every descendant.
     fn escalate(&mut self) {
-        let Some(stop) = self.stop.as_mut() else { return };
+        let Some(stop) = self.stop.as_mut() else {
+            return;
+        };
         stop.escalated = true;
         let now = sys::monotonic();
         crate::info!("grace period over; sending SIGKILL to the tree");
         self.signal_provider(libc::SIGKILL, "kill");
         let provider = self.status.is_none().then_some(self.provider.pid);
-        self.tree.round(Phase::Kill, self.settings.stop_signal, provider, "kill", &mut self.events);
+        self.tree.round(
+            Phase::Kill,
+            self.settings.stop_signal,
+            provider,
+            "kill",
+            &mut self.events,
+        );
         self.draining = self.draining || self.status.is_some();
         self.rescan = Some((now + RESCAN_FIRST, RESCAN_FIRST));
         self.abandon_at = Some(now + self.settings.grace.max(MIN_ABANDON_WAIT));
@@ -470,7 +555,13 @@ impl Supervisor {
             unkillable
         );
         crate::fatal!("{message}");
-        self.events.emit("error", json!({"status": 125, "message": message, "unkillable": unkillable}));
+        if let Some(leaf) = self.tree.leaf.as_mut() {
+            leaf.remove_now();
+        }
+        self.events.emit(
+            "error",
+            json!({"status": 125, "message": message, "unkillable": unkillable}),
+        );
         let events = std::mem::replace(&mut self.events, Events::disabled());
         events.close(EVENTS_CLOSE_WAIT);
         std::process::exit(125);
@@ -487,7 +578,25 @@ impl Supervisor {
                 (None, None) => 125,
             }
         };
-        let teardown_ms = self.exited_at.map_or(0.0, |t| (sys::monotonic() - t).as_micros() as f64 / 1000.0);
+        let (mut cgroup_path, mut oom_kill) = (None, None);
+        if let Some(leaf) = self.tree.leaf.as_mut() {
+            cgroup_path = Some(leaf.path_text());
+            oom_kill = leaf.oom_kills();
+            if let Err(e) = leaf.remove() {
+                crate::warn!(
+                    "could not remove the leaf cgroup {}: {e}; 'guardian sweep' will",
+                    leaf.path.display()
+                );
+            } else {
+                crate::debug!("removed the leaf cgroup {}", leaf.path.display());
+            }
+        }
+        if let Some(n) = oom_kill.filter(|&n| n > 0) {
+            crate::warn!("the kernel's OOM killer killed {n} process(es) in the leaf (memory.max)");
+        }
+        let teardown_ms = self
+            .exited_at
+            .map_or(0.0, |t| (sys::monotonic() - t).as_micros() as f64 / 1000.0);
         let stats = &self.tree.stats;
         crate::info!(
             "released: status {code}, {} signalled, {} killed, {} reaped, teardown {teardown_ms:.3} ms",
@@ -507,6 +616,8 @@ impl Supervisor {
                 "killed": stats.killed,
                 "reaped": stats.reaped,
                 "teardown_ms": teardown_ms,
+                "cgroup": cgroup_path,
+                "oom_kill": oom_kill,
             }),
         );
         let _ = self.state();

@@ -26,11 +26,19 @@ const CLONE_PIDFD: u64 = 0x1000;
 pub const PIDFD_SIGNAL_PROCESS_GROUP: u32 = 8;
 
 fn cvt(ret: libc::c_int) -> io::Result<libc::c_int> {
-    if ret == -1 { Err(io::Error::last_os_error()) } else { Ok(ret) }
+    if ret == -1 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret)
+    }
 }
 
 fn cvt_long(ret: libc::c_long) -> io::Result<libc::c_long> {
-    if ret == -1 { Err(io::Error::last_os_error()) } else { Ok(ret) }
+    if ret == -1 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret)
+    }
 }
 
 /// A set of signals (`sigset_t`).
@@ -56,6 +64,7 @@ impl SigSet {
         }
     }
 
+    #[allow(dead_code)] // used by signals' tests; kept as part of the set's API
     pub fn contains(&self, sig: i32) -> bool {
         // SAFETY: the set is initialised and only read.
         unsafe { libc::sigismember(&self.0, sig) == 1 }
@@ -100,6 +109,7 @@ pub struct SigInfo {
     pub signo: i32,
     /// Sender's pid (0 for the kernel).
     pub pid: u32,
+    #[allow(dead_code)] // kept for diagnostics (si_code: SI_USER, SI_KERNEL, ...)
     pub code: i32,
 }
 
@@ -108,7 +118,11 @@ pub fn signalfd(set: &SigSet) -> io::Result<OwnedFd> {
     // SAFETY: -1 asks for a new fd; the set pointer is valid for the call. On success the
     // returned fd is owned by nobody else.
     unsafe {
-        let fd = cvt(libc::signalfd(-1, &set.0, libc::SFD_CLOEXEC | libc::SFD_NONBLOCK))?;
+        let fd = cvt(libc::signalfd(
+            -1,
+            &set.0,
+            libc::SFD_CLOEXEC | libc::SFD_NONBLOCK,
+        ))?;
         Ok(OwnedFd::from_raw_fd(fd))
     }
 }
@@ -120,7 +134,11 @@ pub fn read_signalfd(fd: BorrowedFd<'_>) -> io::Result<Option<SigInfo>> {
     unsafe {
         let mut info: libc::signalfd_siginfo = std::mem::zeroed();
         let size = std::mem::size_of::<libc::signalfd_siginfo>();
-        let n = libc::read(fd.as_raw_fd(), (&mut info as *mut libc::signalfd_siginfo).cast(), size);
+        let n = libc::read(
+            fd.as_raw_fd(),
+            (&mut info as *mut libc::signalfd_siginfo).cast(),
+            size,
+        );
         if n < 0 {
             let err = io::Error::last_os_error();
             return match err.raw_os_error() {
@@ -131,7 +149,11 @@ pub fn read_signalfd(fd: BorrowedFd<'_>) -> io::Result<Option<SigInfo>> {
         if n as usize != size {
             return Ok(None);
         }
-        Ok(Some(SigInfo { signo: info.ssi_signo as i32, pid: info.ssi_pid, code: info.ssi_code }))
+        Ok(Some(SigInfo {
+            signo: info.ssi_signo as i32,
+            pid: info.ssi_pid,
+            code: info.ssi_code,
+        }))
     }
 }
 
@@ -271,14 +293,21 @@ pub fn clone3(cgroup: Option<BorrowedFd<'_>>) -> io::Result<Forked> {
     // fork(); guardian is single-threaded, so no lock can be held by another thread in the
     // copy. `args` and `pidfd` live across the call and the size passed matches the struct.
     let rc = unsafe {
-        libc::syscall(libc::SYS_clone3, &mut args as *mut CloneArgs, std::mem::size_of::<CloneArgs>())
+        libc::syscall(
+            libc::SYS_clone3,
+            &mut args as *mut CloneArgs,
+            std::mem::size_of::<CloneArgs>(),
+        )
     };
     match cvt_long(rc)? {
         0 => Ok(Forked::Child),
         pid => {
             // SAFETY: with CLONE_PIDFD the kernel stored a new fd we now own.
             let fd = unsafe { OwnedFd::from_raw_fd(pidfd) };
-            Ok(Forked::Parent { pid: pid as i32, pidfd: Some(fd) })
+            Ok(Forked::Parent {
+                pid: pid as i32,
+                pidfd: Some(fd),
+            })
         }
     }
 }
@@ -354,7 +383,12 @@ pub fn exec_provider(plan: &ExecPlan<'_>) -> ! {
         if plan.restore_sigchld_ignored {
             libc::signal(libc::SIGCHLD, libc::SIG_IGN);
         }
-        if libc::pthread_sigmask(libc::SIG_SETMASK, &plan.original_mask.0, std::ptr::null_mut()) != 0 {
+        if libc::pthread_sigmask(
+            libc::SIG_SETMASK,
+            &plan.original_mask.0,
+            std::ptr::null_mut(),
+        ) != 0
+        {
             fail(b'm');
         }
         libc::execvp(plan.argv[0], plan.argv.as_ptr());
@@ -422,9 +456,18 @@ pub fn monotonic() -> Duration {
 pub fn send_nonblocking(fd: BorrowedFd<'_>, buf: &[u8]) -> io::Result<usize> {
     // SAFETY: buf is valid for len bytes.
     let n = unsafe {
-        libc::send(fd.as_raw_fd(), buf.as_ptr().cast(), buf.len(), libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL)
+        libc::send(
+            fd.as_raw_fd(),
+            buf.as_ptr().cast(),
+            buf.len(),
+            libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+        )
     };
-    if n < 0 { Err(io::Error::last_os_error()) } else { Ok(n as usize) }
+    if n < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
+    }
 }
 
 /// Real and effective user/group ids differ: guardian is running setuid/setgid.

@@ -5,12 +5,18 @@
 //! guardian never holds one fd per descendant. Each process gets the stop signal once and
 //! SIGKILL once; later rounds only reach newcomers. The supervise loop decides when rounds
 //! run and when the grace period ends; the kernel's ECHILD decides when the tree is gone.
+//!
+//! In cgroup mode a round first covers the members of the provider's leaf (read from
+//! `cgroup.procs`, recursively; each verified through pidfd_open + `/proc/PID/cgroup` +
+//! the pidfd's fdinfo), then the subreaper scan covers descendants that left the leaf. The
+//! kill phase writes `cgroup.kill` instead of signalling members one by one.
 
 use std::collections::HashSet;
 use std::io;
 
 use serde_json::json;
 
+use crate::cgroup::{Killed, Leaf};
 use crate::events::Events;
 use crate::pidref::PidRef;
 use crate::proctree::{self, Proc, Stat};
@@ -65,10 +71,14 @@ pub struct Tree {
     stopped: HashSet<(i32, u64)>,
     killed: HashSet<(i32, u64)>,
     pub stats: Stats,
+    /// The provider's leaf cgroup (cgroup mode).
+    pub leaf: Option<Leaf>,
+    /// `cgroup.kill` (or its fallback) was reported already.
+    leaf_kill_reported: bool,
 }
 
 impl Tree {
-    pub fn new(discovery: Discovery, proc: Option<Proc>) -> Tree {
+    pub fn new(discovery: Discovery, proc: Option<Proc>, leaf: Option<Leaf>) -> Tree {
         Tree {
             discovery,
             self_pid: std::process::id() as i32,
@@ -77,23 +87,173 @@ impl Tree {
             stopped: HashSet::new(),
             killed: HashSet::new(),
             stats: Stats::default(),
+            leaf,
+            leaf_kill_reported: false,
         }
     }
 
     /// One round: sends the phase's signal to every descendant that has not had it yet.
     /// `provider` is skipped while it is unreaped (it has its own handle). Returns how many
     /// processes were signalled.
-    pub fn round(&mut self, phase: Phase, stop_signal: i32, provider: Option<i32>, reason: &str, events: &mut Events) -> usize {
+    pub fn round(
+        &mut self,
+        phase: Phase,
+        stop_signal: i32,
+        provider: Option<i32>,
+        reason: &str,
+        events: &mut Events,
+    ) -> usize {
         let sig = match phase {
             Phase::Stop => stop_signal,
             Phase::Kill => libc::SIGKILL,
         };
         let follow_with_cont = phase == Phase::Stop && sig != libc::SIGKILL && sig != libc::SIGCONT;
-        match self.discovery {
-            Discovery::Blind => 0,
-            Discovery::Broadcast => self.broadcast(sig, follow_with_cont, reason, events),
-            Discovery::Scan => self.scan_round(phase, sig, follow_with_cont, provider, reason, events),
+        let in_leaf = self.leaf_round(phase, sig, follow_with_cont, provider, reason, events);
+        in_leaf
+            + match self.discovery {
+                Discovery::Blind => 0,
+                Discovery::Broadcast => self.broadcast(sig, follow_with_cont, reason, events),
+                Discovery::Scan => {
+                    self.scan_round(phase, sig, follow_with_cont, provider, reason, events)
+                }
+            }
+    }
+
+    /// The leaf's part of a round: the stop signal to each verified member, or `cgroup.kill`.
+    fn leaf_round(
+        &mut self,
+        phase: Phase,
+        sig: i32,
+        cont: bool,
+        provider: Option<i32>,
+        reason: &str,
+        events: &mut Events,
+    ) -> usize {
+        let Some(leaf) = self.leaf.as_mut() else {
+            return 0;
+        };
+        if leaf.is_removed() {
+            return 0;
         }
+        let members = leaf.members();
+        let mut sent = Vec::new();
+        match phase {
+            Phase::Kill => {
+                // Remember who was there, so the scan does not SIGKILL them again one by one.
+                for &pid in &members {
+                    let key = self
+                        .proc
+                        .as_mut()
+                        .and_then(|p| p.stat(pid))
+                        .map(|s| (pid, s.starttime));
+                    if key.is_none_or(|k| self.killed.insert(k)) {
+                        sent.push(pid);
+                    }
+                }
+                match leaf.kill(self.proc.as_mut()) {
+                    Ok(Killed::KillFile) => {
+                        if !self.leaf_kill_reported {
+                            crate::debug!(
+                                "wrote 1 to {}/cgroup.kill ({} members)",
+                                leaf.path.display(),
+                                members.len()
+                            );
+                        }
+                    }
+                    Ok(Killed::FreezeAndKill(pids)) => {
+                        if !self.leaf_kill_reported {
+                            let e = io::Error::from_raw_os_error(libc::ENOENT);
+                            spawn::fallback(
+                                events,
+                                "cgroup.kill",
+                                &e,
+                                "freezing the leaf, SIGKILLing each member, thawing it",
+                            );
+                        }
+                        sent = pids;
+                    }
+                    Err(e) => {
+                        crate::warn!(
+                            "writing {}/cgroup.kill failed: {e} ({})",
+                            leaf.path.display(),
+                            errno_of(&e)
+                        );
+                        return 0;
+                    }
+                }
+                if !self.leaf_kill_reported || !sent.is_empty() {
+                    events.emit(
+                        "signal",
+                        json!({"signal": "SIGKILL", "target": "cgroup", "cgroup": leaf.path_text(), "pids": sent, "reason": reason}),
+                    );
+                }
+                self.leaf_kill_reported = true;
+                self.stats.killed += sent.len() as u64;
+            }
+            Phase::Stop => {
+                let Some(proc) = self.proc.as_mut() else {
+                    return 0;
+                };
+                for pid in members {
+                    if Some(pid) == provider || pid == self.self_pid {
+                        continue;
+                    }
+                    let Some(st) = proc.stat(pid) else { continue };
+                    if st.state == b'Z'
+                        || st.state == b'X'
+                        || self.stopped.contains(&(pid, st.starttime))
+                    {
+                        continue;
+                    }
+                    let Ok(fd) = sys::pidfd_open(pid) else {
+                        continue;
+                    };
+                    // Identity: after the pidfd exists, the pid still has the start time
+                    // seen and sits in the leaf, and the pidfd still names that pid (so
+                    // the reads above were about the process the pidfd holds).
+                    let same = proc
+                        .stat(pid)
+                        .is_some_and(|now| now.starttime == st.starttime)
+                        && proc.cgroup(pid).is_some_and(|t| leaf.contains(&t))
+                        && proc.pidfd_pid(&fd) == Some(pid);
+                    if !same {
+                        continue;
+                    }
+                    let handle = PidRef::verified(pid, fd);
+                    match handle.signal(sig) {
+                        Ok(()) => {
+                            if cont {
+                                let _ = handle.signal(libc::SIGCONT);
+                            }
+                            self.stopped.insert((pid, st.starttime));
+                            sent.push(pid);
+                        }
+                        Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
+                            if !self.stats.unkillable.contains(&pid) {
+                                crate::warn!(
+                                    "not permitted to signal leaf member {pid} (it changed its user id)"
+                                );
+                                self.stats.unkillable.push(pid);
+                            }
+                        }
+                        Err(_) => {}
+                    }
+                }
+                self.stats.signalled += sent.len() as u64;
+                if !sent.is_empty() {
+                    crate::debug!(
+                        "sent {} to {} members of the leaf ({reason})",
+                        signals::name(sig),
+                        sent.len()
+                    );
+                    events.emit(
+                        "signal",
+                        json!({"signal": signals::name(sig), "target": "cgroup", "cgroup": leaf.path_text(), "pids": sent, "reason": reason}),
+                    );
+                }
+            }
+        }
+        sent.len()
     }
 
     fn broadcast(&mut self, sig: i32, cont: bool, reason: &str, events: &mut Events) -> usize {
@@ -107,8 +267,14 @@ impl Tree {
         if cont {
             let _ = sys::kill(-1, libc::SIGCONT);
         }
-        events.emit("signal", json!({"signal": signals::name(sig), "target": "namespace", "reason": reason}));
-        crate::debug!("sent {} to every process in the namespace ({reason})", signals::name(sig));
+        events.emit(
+            "signal",
+            json!({"signal": signals::name(sig), "target": "namespace", "reason": reason}),
+        );
+        crate::debug!(
+            "sent {} to every process in the namespace ({reason})",
+            signals::name(sig)
+        );
         1
     }
 
@@ -121,7 +287,9 @@ impl Tree {
         reason: &str,
         events: &mut Events,
     ) -> usize {
-        let Some(proc) = self.proc.as_mut() else { return 0 };
+        let Some(proc) = self.proc.as_mut() else {
+            return 0;
+        };
         let all = match proc.scan() {
             Ok(all) => all,
             Err(e) => {
@@ -144,7 +312,9 @@ impl Tree {
             if done.contains(&key) {
                 continue;
             }
-            let Some(handle) = self.open_verified(d, &members, events) else { continue };
+            let Some(handle) = self.open_verified(d, &members, events) else {
+                continue;
+            };
             match handle.signal(sig) {
                 Ok(()) => {
                     if cont {
@@ -158,7 +328,10 @@ impl Tree {
                 }
                 Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
                     if !self.stats.unkillable.contains(&d.pid) {
-                        crate::warn!("not permitted to signal descendant {} (it changed its user id)", d.pid);
+                        crate::warn!(
+                            "not permitted to signal descendant {} (it changed its user id)",
+                            d.pid
+                        );
                         self.stats.unkillable.push(d.pid);
                     }
                 }
@@ -170,7 +343,11 @@ impl Tree {
             Phase::Kill => self.stats.killed += sent.len() as u64,
         }
         if !sent.is_empty() {
-            crate::debug!("sent {} to {} descendants ({reason})", signals::name(sig), sent.len());
+            crate::debug!(
+                "sent {} to {} descendants ({reason})",
+                signals::name(sig),
+                sent.len()
+            );
             events.emit(
                 "signal",
                 json!({"signal": signals::name(sig), "target": "descendants", "pids": sent, "reason": reason}),
@@ -183,22 +360,36 @@ impl Tree {
     /// `/proc` start time and parent are rechecked and the pidfd is confirmed to name that pid.
     /// Without pidfds only unreaped direct children are signalled (the tree is peeled from the
     /// top: grandchildren become children when their parents die).
-    fn open_verified(&mut self, seen: &Stat, members: &HashSet<i32>, events: &mut Events) -> Option<PidRef> {
+    fn open_verified(
+        &mut self,
+        seen: &Stat,
+        members: &HashSet<i32>,
+        events: &mut Events,
+    ) -> Option<PidRef> {
         if self.use_pidfd {
             match sys::pidfd_open(seen.pid) {
                 Ok(fd) => {
                     let proc = self.proc.as_mut()?;
                     let now = proc.stat(seen.pid)?;
                     let same = now.starttime == seen.starttime && members.contains(&now.ppid);
-                    return (same && proc.pidfd_pid(&fd) == Some(seen.pid)).then(|| PidRef::verified(seen.pid, fd));
+                    return (same && proc.pidfd_pid(&fd) == Some(seen.pid))
+                        .then(|| PidRef::verified(seen.pid, fd));
                 }
                 Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return None,
                 Err(e) if matches!(e.raw_os_error(), Some(libc::ENOSYS | libc::EPERM)) => {
-                    spawn::fallback(events, "pidfd_open", &e, "signalling only unreaped direct children");
+                    spawn::fallback(
+                        events,
+                        "pidfd_open",
+                        &e,
+                        "signalling only unreaped direct children",
+                    );
                     self.use_pidfd = false;
                 }
                 Err(e) => {
-                    crate::debug!("pidfd_open({}) failed: {e}; signalling it only if it is a direct child", seen.pid);
+                    crate::debug!(
+                        "pidfd_open({}) failed: {e}; signalling it only if it is a direct child",
+                        seen.pid
+                    );
                 }
             }
         }
