@@ -25,10 +25,16 @@ fired; 125 guardian's own failure; 126 COMMAND not executable; 127 COMMAND not f
 Events (--events-fd N): JSON Lines with `event` and a monotonic `ts`: spawned, stopping,
 signal, exit, released (always last; exit always before it), error, fallback.
 
+cgroup mode (--cgroup auto|PATH): the provider starts in a fresh leaf guardian-<pid>-<start>
+below a delegated cgroup v2 directory; teardown ends with cgroup.kill and the leaf is removed.
+With auto and no delegated cgroup, guardian runs as a plain subreaper. `guardian sweep` removes
+the leaves of guardians that were killed, never one whose guardian lives.
+
 Examples:
   guardian -- npx -y some-mcp-server
   guardian --grace 5s --events-fd 3 -- ./provider 3>events.jsonl
-  guardian --timeout 10m --stop-signal INT -- make test";
+  guardian --timeout 10m --stop-signal INT -- make test
+  guardian --cgroup auto --pids-max 512 -- ./provider";
 
 /// A process-tree guardian: runs COMMAND as a subreaper's child and, when it exits, stops
 /// and reaps every process it left behind before exiting with its status.
