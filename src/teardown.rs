@@ -75,6 +75,8 @@ pub struct Tree {
     pub leaf: Option<Leaf>,
     /// `cgroup.kill` (or its fallback) was reported already.
     leaf_kill_reported: bool,
+    /// Members that this round's `cgroup.kill` reached: the scan does not SIGKILL them again.
+    leaf_killed_now: HashSet<i32>,
 }
 
 impl Tree {
@@ -89,6 +91,7 @@ impl Tree {
             stats: Stats::default(),
             leaf,
             leaf_kill_reported: false,
+            leaf_killed_now: HashSet::new(),
         }
     }
 
@@ -108,6 +111,7 @@ impl Tree {
             Phase::Kill => libc::SIGKILL,
         };
         let follow_with_cont = phase == Phase::Stop && sig != libc::SIGKILL && sig != libc::SIGCONT;
+        self.leaf_killed_now.clear();
         let in_leaf = self.leaf_round(phase, sig, follow_with_cont, provider, reason, events);
         in_leaf
             + match self.discovery {
@@ -139,17 +143,10 @@ impl Tree {
         let mut sent = Vec::new();
         match phase {
             Phase::Kill => {
-                // Remember who was there, so the scan does not SIGKILL them again one by one.
-                for &pid in &members {
-                    let key = self
-                        .proc
-                        .as_mut()
-                        .and_then(|p| p.stat(pid))
-                        .map(|s| (pid, s.starttime));
-                    if key.is_none_or(|k| self.killed.insert(k)) {
-                        sent.push(pid);
-                    }
-                }
+                // cgroup.kill first (no per-member work before it: every member, newcomers
+                // included, dies at once); who was there is only bookkeeping, and the scan
+                // of this round skips them.
+                sent = members.clone();
                 match leaf.kill(self.proc.as_mut()) {
                     Ok(Killed::KillFile) => {
                         if !self.leaf_kill_reported {
@@ -189,6 +186,7 @@ impl Tree {
                 }
                 self.leaf_kill_reported = true;
                 self.stats.killed += sent.len() as u64;
+                self.leaf_killed_now = sent.iter().copied().collect();
             }
             Phase::Stop => {
                 let Some(proc) = self.proc.as_mut() else {
@@ -302,6 +300,9 @@ impl Tree {
         let mut sent = Vec::new();
         for d in &desc {
             if Some(d.pid) == provider || d.state == b'Z' || d.state == b'X' {
+                continue;
+            }
+            if phase == Phase::Kill && self.leaf_killed_now.contains(&d.pid) {
                 continue;
             }
             let key = (d.pid, d.starttime);
