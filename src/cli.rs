@@ -25,10 +25,16 @@ fired; 125 guardian's own failure; 126 COMMAND not executable; 127 COMMAND not f
 Events (--events-fd N): JSON Lines with `event` and a monotonic `ts`: spawned, stopping,
 signal, exit, released (always last; exit always before it), error, fallback.
 
+cgroup mode (--cgroup auto|PATH): the provider starts in a fresh leaf guardian-<pid>-<start>
+below a delegated cgroup v2 directory; teardown ends with cgroup.kill and the leaf is removed.
+With auto and no delegated cgroup, guardian runs as a plain subreaper. `guardian sweep` removes
+the leaves of guardians that were killed, never one whose guardian lives.
+
 Examples:
   guardian -- npx -y some-mcp-server
   guardian --grace 5s --events-fd 3 -- ./provider 3>events.jsonl
-  guardian --timeout 10m --stop-signal INT -- make test";
+  guardian --timeout 10m --stop-signal INT -- make test
+  guardian --cgroup auto --pids-max 512 -- ./provider";
 
 /// A process-tree guardian: runs COMMAND as a subreaper's child and, when it exits, stops
 /// and reaps every process it left behind before exiting with its status.
@@ -91,6 +97,20 @@ pub struct Cli {
     /// this user; otherwise plain subreaper mode) or the path of a delegated cgroup v2 directory.
     #[arg(long, env = "GUARDIAN_CGROUP", value_name = "auto|PATH")]
     pub cgroup: Option<OsString>,
+
+    /// Limit the leaf's memory (memory.max: bytes or 512M, 2G, max). Needs --cgroup and a
+    /// delegated memory controller; an OOM kill is reported in the `released` event.
+    #[arg(long, env = "GUARDIAN_MEMORY_MAX", value_name = "SIZE", value_parser = crate::cgroup::parse_memory)]
+    pub memory_max: Option<String>,
+
+    /// Limit the number of processes in the leaf (pids.max). Needs --cgroup and a delegated pids controller.
+    #[arg(long, env = "GUARDIAN_PIDS_MAX", value_name = "N", value_parser = crate::cgroup::parse_pids)]
+    pub pids_max: Option<String>,
+
+    /// Limit the leaf's CPU time (cpu.max): CPUs (0.5, 2) or "QUOTA PERIOD" in microseconds.
+    /// Needs --cgroup and a delegated cpu controller.
+    #[arg(long, env = "GUARDIAN_CPU_MAX", value_name = "CPUS", value_parser = crate::cgroup::parse_cpu)]
+    pub cpu_max: Option<String>,
 
     /// Log what guardian does to stderr, prefixed "guardian:" (repeat for more; env GUARDIAN_VERBOSE=0..3).
     #[arg(short = 'v', long, action = ArgAction::Count, conflicts_with = "quiet")]

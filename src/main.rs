@@ -3,10 +3,11 @@
 //! child subreaper, take over the events fd, watch the parent, and only then start the
 //! provider; then the supervise loop runs until release.
 //!
-//! Modules: `cli` (options), `signals` (names, handled set), `sys` (all `unsafe`), `pidref`
+//! Modules: `cgroup` (leaf cgroups, `sweep`), `cli` (options), `signals` (names, handled set), `sys` (all `unsafe`), `pidref`
 //! (process handle), `proctree` (/proc), `spawn` (provider start), `supervise` (event loop,
 //! states, grace period), `teardown` (signalling rounds), `events` (JSON Lines), `log`.
 
+mod cgroup;
 mod cli;
 mod events;
 mod log;
@@ -42,15 +43,12 @@ fn run() -> i32 {
     log::set_level(cli::verbosity(&cli));
     if let Some(sub) = &cli.sub {
         return match sub {
-            cli::Sub::Sweep { .. } | cli::Sub::Doctor { .. } => {
+            cli::Sub::Sweep { cgroup } => cgroup::sweep(cgroup.as_deref()),
+            cli::Sub::Doctor { .. } => {
                 fatal!("this subcommand is not implemented yet");
                 EXIT_GUARDIAN
             }
         };
-    }
-    if cli.cgroup.is_some() {
-        fatal!("--cgroup is not implemented yet");
-        return EXIT_GUARDIAN;
     }
     match setup_and_supervise(cli) {
         Ok(code) => code,
@@ -137,16 +135,19 @@ fn setup_and_supervise(cli: cli::Cli) -> Result<i32, Failure> {
         }
     };
 
-    // 6. Terminal: hand the foreground to the provider only if guardian has it.
+    // 6. The leaf cgroup, before the provider exists, so none of its tree is born outside.
+    let leaf = setup_cgroup(&cli, me, &mut events)?;
+
+    // 7. Terminal: hand the foreground to the provider only if guardian has it.
     let take_terminal = sys::isatty(0) && sys::tcgetpgrp(0).ok() == Some(sys::getpgrp());
 
-    // 7. Start the provider.
+    // 8. Start the provider.
     let cfg = spawn::SpawnConfig {
         argv: &cli.command,
         original_mask,
         restore_sigchld_ignored: sigchld_ignored,
         take_terminal,
-        cgroup: None,
+        cgroup: leaf.as_ref().map(|l| (l.dir_fd(), l.procs_fd())),
     };
     let spawned = match spawn::spawn(&cfg, &mut events) {
         Ok(s) => s,
@@ -156,17 +157,23 @@ fn setup_and_supervise(cli: cli::Cli) -> Result<i32, Failure> {
             return Err((e.status, e.message));
         }
     };
-    let mode = if me == 1 { "pid1" } else { "subreaper" };
+    let mode = match (&leaf, me == 1) {
+        (Some(_), _) => "cgroup",
+        (None, true) => "pid1",
+        (None, false) => "subreaper",
+    };
+    let leaf_path = leaf.as_ref().map(|l| l.path_text());
     info!(
-        "started provider {} (pgid {}, mode {mode}, discovery {}, pidfd {})",
+        "started provider {} (pgid {}, mode {mode}, discovery {}, pidfd {}, cgroup {})",
         spawned.provider.pid,
         spawned.pgid,
         discovery.name(),
-        spawned.provider.pidfd().is_some()
+        spawned.provider.pidfd().is_some(),
+        leaf_path.as_deref().unwrap_or("none")
     );
     events.emit(
         "spawned",
-        json!({"pid": spawned.provider.pid, "pgid": spawned.pgid, "guardian_pid": me, "mode": mode, "cgroup": null}),
+        json!({"pid": spawned.provider.pid, "pgid": spawned.pgid, "guardian_pid": me, "mode": mode, "cgroup": leaf_path}),
     );
 
     let settings = Settings {
@@ -183,6 +190,7 @@ fn setup_and_supervise(cli: cli::Cli) -> Result<i32, Failure> {
         } else {
             None
         },
+        leaf,
     );
     let sup = Supervisor::new(
         settings,
@@ -195,6 +203,63 @@ fn setup_and_supervise(cli: cli::Cli) -> Result<i32, Failure> {
         take_terminal,
     );
     Ok(sup.run())
+}
+
+/// `--cgroup auto|PATH`: creates the provider's leaf. An explicit PATH that cannot be used,
+/// or limits that cannot be applied, fail (125); `auto` without a usable delegation falls
+/// back to plain subreaper mode (debug log + `fallback` event).
+fn setup_cgroup(
+    cli: &cli::Cli,
+    me: i32,
+    events: &mut Events,
+) -> Result<Option<cgroup::Leaf>, Failure> {
+    let limits = cgroup::Limits {
+        memory_max: cli.memory_max.clone(),
+        pids_max: cli.pids_max.clone(),
+        cpu_max: cli.cpu_max.clone(),
+    };
+    let Some(arg) = &cli.cgroup else {
+        if !limits.is_empty() {
+            return Err(fail(
+                "--memory-max, --pids-max and --cpu-max need --cgroup auto|PATH (limits are written to the provider's leaf cgroup)".into(),
+            ));
+        }
+        return Ok(None);
+    };
+    let req = cgroup::Request::from_arg(arg);
+    let start = proctree::Proc::open()
+        .ok()
+        .and_then(|mut p| p.stat(me))
+        .map(|s| s.starttime);
+    let result = match start {
+        Some(start) => cgroup::Leaf::create(&req, &limits, me, start),
+        None => Err(cgroup::Unusable {
+            errno: libc::ENOENT,
+            message:
+                "cannot read guardian's start time from /proc/self/stat (needed to name the leaf)"
+                    .into(),
+        }),
+    };
+    match result {
+        Ok(leaf) => {
+            debug!("created leaf cgroup {}", leaf.path.display());
+            Ok(Some(leaf))
+        }
+        Err(u) if req == cgroup::Request::Auto && limits.is_empty() => {
+            let errno = sys::errno_name(u.errno);
+            debug!(
+                "--cgroup auto: no usable cgroup ({}); running as a plain subreaper",
+                u.message
+            );
+            events.emit("fallback", json!({"what": "cgroup", "errno": errno, "detail": format!("{}; running as a plain subreaper", u.message)}));
+            Ok(None)
+        }
+        Err(u) => Err(fail(format!(
+            "--cgroup {}: {}",
+            arg.to_string_lossy(),
+            u.message
+        ))),
+    }
 }
 
 /// Opens a pidfd on the parent and re-checks `getppid()` afterwards: if the parent died

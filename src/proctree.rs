@@ -81,6 +81,12 @@ impl Proc {
         self.read_stat_path(&format!("{pid}/stat"))
     }
 
+    /// The text of `/proc/PID/cgroup`; `None` when the process is gone.
+    pub fn cgroup(&mut self, pid: i32) -> Option<String> {
+        let n = self.read_file(&format!("{pid}/cgroup")).ok()?;
+        Some(String::from_utf8_lossy(&self.buf[..n]).into_owned())
+    }
+
     fn read_stat_path(&mut self, path: &str) -> Option<Stat> {
         let n = self.read_file(path).ok()?;
         parse_stat(&self.buf[..n])

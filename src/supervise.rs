@@ -12,6 +12,8 @@
 //!   signal, newcomers are caught by rescans on a backoff timer, the grace deadline brings
 //!   SIGKILL, and `waitpid` reaps until ECHILD, the kernel's proof that the tree is empty.
 //!   (With `--wait-descendants` and no stop request, it only reaps.)
+//! * In cgroup mode the leaf's `cgroup.events` is polled for POLLPRI too: release waits
+//!   for both proofs, `populated 0` and ECHILD, then removes the leaf.
 //! * **released**: `released` is emitted, the events fd closed, and guardian exits with the
 //!   provider's status.
 //!
@@ -107,6 +109,8 @@ pub struct Supervisor {
     rounds: bool,
     rescan: Option<(Duration, Duration)>,
     abandon_at: Option<Duration>,
+    /// The leaf's `cgroup.events` said `populated 0` (always true without a leaf).
+    leaf_empty: bool,
 }
 
 enum Outcome {
@@ -133,7 +137,6 @@ impl Supervisor {
             provider_pgid,
             parent,
             events,
-            tree,
             gave_terminal,
             started: sys::monotonic(),
             status: None,
@@ -144,6 +147,8 @@ impl Supervisor {
             rounds: false,
             rescan: None,
             abandon_at: None,
+            leaf_empty: tree.leaf.is_none(),
+            tree,
         }
     }
 
@@ -193,8 +198,9 @@ impl Supervisor {
             .map(|d| d.saturating_sub(sys::monotonic()));
         let (mut sig_ready, mut provider_ready, mut parent_ready, mut out_ready) =
             (false, false, false, false);
+        let mut leaf_ready = false;
         {
-            let mut fds: Vec<PollFd<'_>> = Vec::with_capacity(4);
+            let mut fds: Vec<PollFd<'_>> = Vec::with_capacity(5);
             fds.push(PollFd::new(&self.sigfd, PollFlags::IN));
             let provider_slot = match (self.status.is_none(), self.provider.pidfd()) {
                 (true, Some(fd)) => {
@@ -214,6 +220,13 @@ impl Supervisor {
                 fds.push(PollFd::from_borrowed_fd(fd, PollFlags::OUT));
                 fds.len() - 1
             });
+            let leaf_slot = match &self.tree.leaf {
+                Some(leaf) if !leaf.is_removed() => {
+                    fds.push(PollFd::from_borrowed_fd(leaf.events_fd(), PollFlags::PRI));
+                    Some(fds.len() - 1)
+                }
+                _ => None,
+            };
             let ts = timeout.map(|t| rustix::event::Timespec {
                 tv_sec: t.as_secs() as i64,
                 tv_nsec: t.subsec_nanos() as i64,
@@ -227,6 +240,7 @@ impl Supervisor {
             provider_ready |= ready(provider_slot);
             parent_ready |= ready(parent_slot);
             out_ready |= ready(out_slot);
+            leaf_ready |= ready(leaf_slot);
         }
         let _ = (sig_ready, provider_ready);
         // Signals first (they may request a stop), then reaping (it may find the provider's
@@ -235,7 +249,10 @@ impl Supervisor {
         // exit.
         self.drain_signals();
         self.reap();
-        if self.status.is_some() && self.no_children {
+        if leaf_ready || self.status.is_some() {
+            self.read_leaf_events();
+        }
+        if self.status.is_some() && self.no_children && self.leaf_empty {
             // The kernel says the tree is empty: nothing else matters any more.
             return Outcome::Exit(self.release());
         }
@@ -248,6 +265,20 @@ impl Supervisor {
         }
         self.check_timers();
         self.after_reap()
+    }
+
+    /// Re-reads `cgroup.events` (which also re-arms POLLPRI).
+    fn read_leaf_events(&mut self) {
+        let Some(leaf) = &self.tree.leaf else { return };
+        match leaf.populated() {
+            Ok(populated) => {
+                if !populated && !self.leaf_empty {
+                    crate::debug!("{}: populated 0", leaf.path.display());
+                }
+                self.leaf_empty = !populated;
+            }
+            Err(e) => crate::debug!("reading {}/cgroup.events failed: {e}", leaf.path.display()),
+        }
     }
 
     fn drain_signals(&mut self) {
@@ -386,7 +417,7 @@ impl Supervisor {
         if self.status.is_none() {
             return Outcome::Continue;
         }
-        if self.no_children {
+        if self.no_children && self.leaf_empty {
             return Outcome::Exit(self.release());
         }
         if !self.rounds && (self.stop.is_some() || !self.settings.wait_descendants) {
@@ -537,6 +568,9 @@ impl Supervisor {
             unkillable
         );
         crate::fatal!("{message}");
+        if let Some(leaf) = self.tree.leaf.as_mut() {
+            leaf.remove_now();
+        }
         self.events.emit(
             "error",
             json!({"status": 125, "message": message, "unkillable": unkillable}),
@@ -557,6 +591,22 @@ impl Supervisor {
                 (None, None) => 125,
             }
         };
+        let (mut cgroup_path, mut oom_kill) = (None, None);
+        if let Some(leaf) = self.tree.leaf.as_mut() {
+            cgroup_path = Some(leaf.path_text());
+            oom_kill = leaf.oom_kills();
+            if let Err(e) = leaf.remove() {
+                crate::warn!(
+                    "could not remove the leaf cgroup {}: {e}; 'guardian sweep' will",
+                    leaf.path.display()
+                );
+            } else {
+                crate::debug!("removed the leaf cgroup {}", leaf.path.display());
+            }
+        }
+        if let Some(n) = oom_kill.filter(|&n| n > 0) {
+            crate::warn!("the kernel's OOM killer killed {n} process(es) in the leaf (memory.max)");
+        }
         let teardown_ms = self
             .exited_at
             .map_or(0.0, |t| (sys::monotonic() - t).as_micros() as f64 / 1000.0);
@@ -579,6 +629,8 @@ impl Supervisor {
                 "killed": stats.killed,
                 "reaped": stats.reaped,
                 "teardown_ms": teardown_ms,
+                "cgroup": cgroup_path,
+                "oom_kill": oom_kill,
             }),
         );
         let events = std::mem::replace(&mut self.events, Events::disabled());
