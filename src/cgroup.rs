@@ -58,13 +58,8 @@ pub fn unescape_mountinfo(field: &str) -> Vec<u8> {
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
     while i < b.len() {
-        if b[i] == b'\\'
-            && i + 3 < b.len()
-            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
-        {
-            let v = (b[i + 1] - b'0') as u32 * 64
-                + (b[i + 2] - b'0') as u32 * 8
-                + (b[i + 3] - b'0') as u32;
+        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
+            let v = (b[i + 1] - b'0') as u32 * 64 + (b[i + 2] - b'0') as u32 * 8 + (b[i + 3] - b'0') as u32;
             if let Ok(byte) = u8::try_from(v) {
                 out.push(byte);
                 i += 4;
@@ -98,9 +93,7 @@ pub fn parse_mountinfo(text: &str) -> Vec<Mount> {
 
 /// The cgroup v2 path from the text of `/proc/PID/cgroup` (the `0::/path` line).
 pub fn parse_proc_cgroup(text: &str) -> Option<&str> {
-    text.lines()
-        .find_map(|l| l.strip_prefix("0::"))
-        .map(|p| p.strip_suffix(" (deleted)").unwrap_or(p))
+    text.lines().find_map(|l| l.strip_prefix("0::")).map(|p| p.strip_suffix(" (deleted)").unwrap_or(p))
 }
 
 /// Where cgroup `rel` (as `/proc/self/cgroup` names it) appears in the filesystem: the first
@@ -108,11 +101,7 @@ pub fn parse_proc_cgroup(text: &str) -> Option<&str> {
 pub fn resolve(mounts: &[Mount], rel: &str) -> Option<PathBuf> {
     mounts.iter().find_map(|m| {
         let root = m.root.trim_end_matches('/');
-        let rest = if root.is_empty() {
-            Some(rel)
-        } else {
-            rel.strip_prefix(root)
-        };
+        let rest = if root.is_empty() { Some(rel) } else { rel.strip_prefix(root) };
         let rest = rest.filter(|r| r.is_empty() || r.starts_with('/'))?;
         Some(m.mount_point.join(rest.trim_start_matches('/')))
     })
@@ -125,11 +114,7 @@ pub fn relative(mounts: &[Mount], dir: &Path) -> Option<String> {
         let root = m.root.trim_end_matches('/');
         let rest = rest.to_str()?;
         Some(if rest.is_empty() {
-            if root.is_empty() {
-                "/".into()
-            } else {
-                root.into()
-            }
+            if root.is_empty() { "/".into() } else { root.into() }
         } else {
             format!("{root}/{rest}")
         })
@@ -147,24 +132,19 @@ pub struct Hierarchy {
 
 impl Hierarchy {
     pub fn find() -> Result<Hierarchy, String> {
-        let mi = fs::read_to_string("/proc/self/mountinfo")
-            .map_err(|e| format!("cannot read /proc/self/mountinfo: {e}"))?;
+        let mi =
+            fs::read_to_string("/proc/self/mountinfo").map_err(|e| format!("cannot read /proc/self/mountinfo: {e}"))?;
         let mounts = parse_mountinfo(&mi);
         if mounts.is_empty() {
-            return Err("no cgroup2 filesystem is mounted (see /proc/self/mountinfo); mount one or run without --cgroup".into());
+            return Err(
+                "no cgroup2 filesystem is mounted (see /proc/self/mountinfo); mount one or run without --cgroup".into(),
+            );
         }
-        let cg = fs::read_to_string("/proc/self/cgroup")
-            .map_err(|e| format!("cannot read /proc/self/cgroup: {e}"))?;
-        let own_rel = parse_proc_cgroup(&cg)
-            .ok_or("/proc/self/cgroup has no cgroup v2 line (0::/path)")?
-            .to_string();
+        let cg = fs::read_to_string("/proc/self/cgroup").map_err(|e| format!("cannot read /proc/self/cgroup: {e}"))?;
+        let own_rel = parse_proc_cgroup(&cg).ok_or("/proc/self/cgroup has no cgroup v2 line (0::/path)")?.to_string();
         let own_dir = resolve(&mounts, &own_rel)
             .ok_or_else(|| format!("guardian's cgroup {own_rel} is not below any cgroup2 mount"))?;
-        Ok(Hierarchy {
-            mounts,
-            own_rel,
-            own_dir,
-        })
+        Ok(Hierarchy { mounts, own_rel, own_dir })
     }
 }
 
@@ -193,8 +173,7 @@ pub fn parse_leaf_name(name: &str) -> Option<(i32, u64, bool)> {
 
 /// Whether the guardian that named a leaf `(pid, start)` still lives.
 pub fn guardian_alive(proc: &mut Proc, pid: i32, start: u64) -> bool {
-    proc.stat(pid)
-        .is_some_and(|s| s.starttime == start && s.state != b'Z' && s.state != b'X')
+    proc.stat(pid).is_some_and(|s| s.starttime == start && s.state != b'Z' && s.state != b'X')
 }
 
 // ---------------------------------------------------------------------------------------
@@ -234,11 +213,7 @@ pub fn parse_memory(text: &str) -> Result<String, String> {
     if t == "max" {
         return Ok(t.into());
     }
-    let bad = || {
-        format!(
-            "invalid memory size '{text}': use bytes or a K, M, G or T suffix (e.g. 512M), or max"
-        )
-    };
+    let bad = || format!("invalid memory size '{text}': use bytes or a K, M, G or T suffix (e.g. 512M), or max");
     let (num, mul) = match t.char_indices().last() {
         Some((i, c)) if c.is_ascii_alphabetic() => {
             let mul: u64 = match c.to_ascii_uppercase() {
@@ -262,9 +237,7 @@ pub fn parse_pids(text: &str) -> Result<String, String> {
     if t == "max" || t.parse::<u64>().is_ok_and(|n| n > 0) {
         Ok(t.into())
     } else {
-        Err(format!(
-            "invalid process count '{text}': use a positive number or max"
-        ))
+        Err(format!("invalid process count '{text}': use a positive number or max"))
     }
 }
 
@@ -280,9 +253,7 @@ pub fn parse_cpu(text: &str) -> Result<String, String> {
     match parts.as_slice() {
         [q, p] => {
             let period: u64 = p.parse().map_err(|_| bad())?;
-            if !(1000..=1_000_000).contains(&period)
-                || !(*q == "max" || q.parse::<u64>().is_ok_and(|v| v >= 1000))
-            {
+            if !(1000..=1_000_000).contains(&period) || !(*q == "max" || q.parse::<u64>().is_ok_and(|v| v >= 1000)) {
                 return Err(bad());
             }
             Ok(format!("{q} {period}"))
@@ -308,11 +279,7 @@ pub enum Request {
 
 impl Request {
     pub fn from_arg(arg: &OsStr) -> Request {
-        if arg == "auto" {
-            Request::Auto
-        } else {
-            Request::Path(PathBuf::from(arg))
-        }
+        if arg == "auto" { Request::Auto } else { Request::Path(PathBuf::from(arg)) }
     }
 }
 
@@ -372,29 +339,16 @@ impl Leaf {
                 let abs = if p.is_absolute() {
                     p.clone()
                 } else {
-                    std::env::current_dir()
-                        .map(|d| d.join(p))
-                        .unwrap_or_else(|_| p.clone())
+                    std::env::current_dir().map(|d| d.join(p)).unwrap_or_else(|_| p.clone())
                 };
                 check_cgroup2_dir(&abs)?;
-                abs.canonicalize()
-                    .map_err(|e| io_unusable(&e, format!("{}: {e}", abs.display())))?
+                abs.canonicalize().map_err(|e| io_unusable(&e, format!("{}: {e}", abs.display())))?
             }
         };
-        let parent_rel = relative(&h.mounts, &parent).ok_or_else(|| {
-            unusable(
-                libc::EINVAL,
-                format!("{} is not below the cgroup2 mount", parent.display()),
-            )
-        })?;
-        if parent_rel == "/"
-            && matches!(req, Request::Auto)
-            && rustix::process::geteuid().as_raw() != 0
-        {
-            return Err(unusable(
-                libc::EACCES,
-                "guardian runs in the root cgroup, which is not delegated".into(),
-            ));
+        let parent_rel = relative(&h.mounts, &parent)
+            .ok_or_else(|| unusable(libc::EINVAL, format!("{} is not below the cgroup2 mount", parent.display())))?;
+        if parent_rel == "/" && matches!(req, Request::Auto) && rustix::process::geteuid().as_raw() != 0 {
+            return Err(unusable(libc::EACCES, "guardian runs in the root cgroup, which is not delegated".into()));
         }
         // Permissions, checked up front so the error names the file: the parent directory
         // (mkdir), and the cgroup.procs of the common ancestor of guardian's cgroup and the
@@ -426,21 +380,14 @@ impl Leaf {
                             "the {ctl} controller is not delegated to {} ({} lists: {}), so {file} cannot be set; enable it in the parent (echo +{ctl} > <parent>/cgroup.subtree_control) or delegate it (systemd: Delegate=yes or Delegate={ctl}), or drop the limit",
                             parent.display(),
                             parent.join("cgroup.controllers").display(),
-                            if available.is_empty() {
-                                "none".into()
-                            } else {
-                                available.join(" ")
-                            },
+                            if available.is_empty() { "none".into() } else { available.join(" ") },
                         ),
                     ));
                 }
             }
             let enabled = read_words(&parent.join("cgroup.subtree_control"));
-            let missing: Vec<&str> = wanted
-                .iter()
-                .map(|(c, _, _)| *c)
-                .filter(|c| !enabled.iter().any(|e| e == c))
-                .collect();
+            let missing: Vec<&str> =
+                wanted.iter().map(|(c, _, _)| *c).filter(|c| !enabled.iter().any(|e| e == c)).collect();
             if !missing.is_empty() {
                 // No-internal-process rule: with controllers enabled the parent may hold no
                 // process. If guardian lives there, it moves itself to a sibling leaf first.
@@ -457,10 +404,7 @@ impl Leaf {
                             ),
                         ));
                     }
-                    crate::debug!(
-                        "moved guardian into {} (no-internal-process rule)",
-                        me_leaf.display()
-                    );
+                    crate::debug!("moved guardian into {} (no-internal-process rule)", me_leaf.display());
                     self_leaf = Some(me_leaf);
                 }
                 let line: Vec<String> = missing.iter().map(|c| format!("+{c}")).collect();
@@ -477,22 +421,14 @@ impl Leaf {
                     }
                     return Err(io_unusable(
                         &e,
-                        format!(
-                            "cannot enable {} in {}: {e}; {hint}",
-                            line.join(" "),
-                            sc.display()
-                        ),
+                        format!("cannot enable {} in {}: {e}; {hint}", line.join(" "), sc.display()),
                     ));
                 }
             }
         }
 
         let path = parent.join(leaf_name(me, start));
-        let rel = format!(
-            "{}/{}",
-            parent_rel.trim_end_matches('/'),
-            leaf_name(me, start)
-        );
+        let rel = format!("{}/{}", parent_rel.trim_end_matches('/'), leaf_name(me, start));
         mkdir(&path)?;
         let mut leaf = match Leaf::open(path.clone(), rel) {
             Ok(l) => l,
@@ -562,12 +498,7 @@ impl Leaf {
     }
 
     fn write(&self, file: &str, value: &str) -> io::Result<()> {
-        let fd = rustix::fs::openat(
-            &self.dir,
-            file,
-            OFlags::WRONLY | OFlags::CLOEXEC,
-            Mode::empty(),
-        )?;
+        let fd = rustix::fs::openat(&self.dir, file, OFlags::WRONLY | OFlags::CLOEXEC, Mode::empty())?;
         let mut f = fs::File::from(fd);
         f.write_all(value.as_bytes())
     }
@@ -593,9 +524,7 @@ impl Leaf {
                 Err(e) => return Err(e),
             }
         }
-        Ok(Killed::FreezeAndKill(freeze_and_kill(
-            &self.path, &self.rel, proc,
-        )))
+        Ok(Killed::FreezeAndKill(freeze_and_kill(&self.path, &self.rel, proc)))
     }
 
     /// `oom_kill` of the leaf's `memory.events`, when the memory controller is on.
@@ -603,18 +532,11 @@ impl Leaf {
         if !self.has_memory {
             return None;
         }
-        let fd = rustix::fs::openat(
-            &self.dir,
-            "memory.events",
-            OFlags::RDONLY | OFlags::CLOEXEC,
-            Mode::empty(),
-        )
-        .ok()?;
+        let fd =
+            rustix::fs::openat(&self.dir, "memory.events", OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty()).ok()?;
         let mut text = String::new();
         fs::File::from(fd).read_to_string(&mut text).ok()?;
-        text.lines()
-            .find_map(|l| l.strip_prefix("oom_kill "))
-            .and_then(|v| v.trim().parse().ok())
+        text.lines().find_map(|l| l.strip_prefix("oom_kill ")).and_then(|v| v.trim().parse().ok())
     }
 
     /// Removes the leaf (bottom-up, with whatever cgroups the provider made below it).
@@ -626,10 +548,7 @@ impl Leaf {
         self.removed = true;
         if let Some(s) = &self.self_leaf {
             // guardian itself is in there until it exits: `guardian sweep` removes it later.
-            crate::debug!(
-                "{} stays until guardian exits (guardian sweep removes it)",
-                s.display()
-            );
+            crate::debug!("{} stays until guardian exits (guardian sweep removes it)", s.display());
         }
         Ok(())
     }
@@ -644,10 +563,7 @@ impl Leaf {
             let _ = wait_empty(&self.path, Duration::from_secs(2));
         }
         if let Err(e) = self.remove() {
-            crate::warn!(
-                "could not remove the leaf cgroup {}: {e}; 'guardian sweep' will",
-                self.path.display()
-            );
+            crate::warn!("could not remove the leaf cgroup {}: {e}; 'guardian sweep' will", self.path.display());
         }
     }
 
@@ -664,9 +580,7 @@ impl Drop for Leaf {
 
 /// `populated` from the text of `cgroup.events`.
 pub fn events_populated(text: &str) -> Option<bool> {
-    text.lines()
-        .find_map(|l| l.strip_prefix("populated "))
-        .map(|v| v.trim() != "0")
+    text.lines().find_map(|l| l.strip_prefix("populated ")).map(|v| v.trim() != "0")
 }
 
 /// Whether cgroup path `p` is `base` or below it.
@@ -678,11 +592,7 @@ pub fn is_within(p: &str, base: &str) -> bool {
 /// The longest common ancestor of two cgroup paths.
 pub fn common_ancestor(a: &str, b: &str) -> String {
     let mut out = String::new();
-    for (x, y) in a
-        .split('/')
-        .filter(|s| !s.is_empty())
-        .zip(b.split('/').filter(|s| !s.is_empty()))
-    {
+    for (x, y) in a.split('/').filter(|s| !s.is_empty()).zip(b.split('/').filter(|s| !s.is_empty())) {
         if x != y {
             break;
         }
@@ -700,10 +610,7 @@ fn check_cgroup2_dir(p: &Path) -> Result<(), Unusable> {
     if st.f_type as i64 != CGROUP2_SUPER_MAGIC {
         return Err(unusable(
             libc::EINVAL,
-            format!(
-                "{}: not a cgroup v2 directory (look for the cgroup2 mount in /proc/self/mountinfo)",
-                p.display()
-            ),
+            format!("{}: not a cgroup v2 directory (look for the cgroup2 mount in /proc/self/mountinfo)", p.display()),
         ));
     }
     Ok(())
@@ -711,9 +618,7 @@ fn check_cgroup2_dir(p: &Path) -> Result<(), Unusable> {
 
 fn need_access(p: &Path, mode: rustix::fs::Access, what: &str) -> Result<(), Unusable> {
     rustix::fs::access(p, mode).map_err(|e| {
-        let owner = fs::metadata(p)
-            .map(|m| format!(", owned by uid {}", m.uid()))
-            .unwrap_or_default();
+        let owner = fs::metadata(p).map(|m| format!(", owned by uid {}", m.uid())).unwrap_or_default();
         unusable(
             e.raw_os_error(),
             format!(
@@ -727,35 +632,21 @@ fn need_access(p: &Path, mode: rustix::fs::Access, what: &str) -> Result<(), Unu
 }
 
 fn mkdir(p: &Path) -> Result<(), Unusable> {
-    fs::create_dir(p).map_err(|e| {
-        io_unusable(
-            &e,
-            format!("cannot create the leaf cgroup {}: {e}", p.display()),
-        )
-    })
+    fs::create_dir(p).map_err(|e| io_unusable(&e, format!("cannot create the leaf cgroup {}: {e}", p.display())))
 }
 
 fn write_file(p: &Path, value: &str) -> io::Result<()> {
-    OpenOptions::new()
-        .write(true)
-        .custom_flags(libc::O_CLOEXEC)
-        .open(p)?
-        .write_all(value.as_bytes())
+    OpenOptions::new().write(true).custom_flags(libc::O_CLOEXEC).open(p)?.write_all(value.as_bytes())
 }
 
 fn read_words(p: &Path) -> Vec<String> {
-    fs::read_to_string(p)
-        .map(|t| t.split_whitespace().map(String::from).collect())
-        .unwrap_or_default()
+    fs::read_to_string(p).map(|t| t.split_whitespace().map(String::from).collect()).unwrap_or_default()
 }
 
 fn subdirs(p: &Path) -> Vec<PathBuf> {
     fs::read_dir(p)
         .map(|rd| {
-            rd.filter_map(|e| e.ok())
-                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-                .map(|e| e.path())
-                .collect()
+            rd.filter_map(|e| e.ok()).filter(|e| e.file_type().is_ok_and(|t| t.is_dir())).map(|e| e.path()).collect()
         })
         .unwrap_or_default()
 }
@@ -793,11 +684,7 @@ pub fn remove_tree(dir: &Path) -> io::Result<()> {
 /// Waits (poll on `cgroup.events` for POLLPRI, no timer loop) until `dir` is unpopulated;
 /// `Ok(false)` when `limit` passes first.
 pub fn wait_empty(dir: &Path, limit: Duration) -> io::Result<bool> {
-    let fd = rustix::fs::open(
-        dir.join("cgroup.events"),
-        OFlags::RDONLY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )?;
+    let fd = rustix::fs::open(dir.join("cgroup.events"), OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())?;
     let end = sys::monotonic() + limit;
     let mut buf = [0u8; 256];
     loop {
@@ -810,10 +697,7 @@ pub fn wait_empty(dir: &Path, limit: Duration) -> io::Result<bool> {
             return Ok(false);
         }
         let left = end - now;
-        let ts = rustix::event::Timespec {
-            tv_sec: left.as_secs() as i64,
-            tv_nsec: left.subsec_nanos() as i64,
-        };
+        let ts = rustix::event::Timespec { tv_sec: left.as_secs() as i64, tv_nsec: left.subsec_nanos() as i64 };
         let mut fds = [PollFd::new(&fd, PollFlags::PRI)];
         match rustix::event::poll(&mut fds, Some(&ts)) {
             Ok(_) | Err(rustix::io::Errno::INTR) => {}
@@ -859,13 +743,8 @@ fn freeze_and_kill(dir: &Path, rel: &str, proc: Option<&mut Proc>) -> Vec<i32> {
         let Ok(fd) = sys::pidfd_open(pid) else {
             continue;
         };
-        let inside = proc
-            .cgroup(pid)
-            .is_some_and(|t| parse_proc_cgroup(&t).is_some_and(|p| is_within(p, rel)));
-        if inside
-            && proc.pidfd_pid(&fd) == Some(pid)
-            && sys::pidfd_send_signal(fd.as_fd(), libc::SIGKILL, 0).is_ok()
-        {
+        let inside = proc.cgroup(pid).is_some_and(|t| parse_proc_cgroup(&t).is_some_and(|p| is_within(p, rel)));
+        if inside && proc.pidfd_pid(&fd) == Some(pid) && sys::pidfd_send_signal(fd.as_fd(), libc::SIGKILL, 0).is_ok() {
             killed.push(pid);
         }
     }
@@ -899,16 +778,11 @@ pub fn sweep(path: Option<&OsStr>) -> i32 {
         }
         None => h.own_dir.clone(),
     };
-    let rel_parent = relative(
-        &h.mounts,
-        &parent.canonicalize().unwrap_or_else(|_| parent.clone()),
-    );
+    let rel_parent = relative(&h.mounts, &parent.canonicalize().unwrap_or_else(|_| parent.clone()));
     let mut proc = match Proc::open() {
         Ok(p) => p,
         Err(e) => {
-            crate::fatal!(
-                "sweep: cannot open /proc: {e}; without it no guardian can be told alive or dead"
-            );
+            crate::fatal!("sweep: cannot open /proc: {e}; without it no guardian can be told alive or dead");
             return 125;
         }
     };
@@ -919,10 +793,8 @@ pub fn sweep(path: Option<&OsStr>) -> i32 {
             return 125;
         }
     };
-    let mut names: Vec<String> = entries
-        .filter_map(|e| e.ok())
-        .filter_map(|e| e.file_name().to_str().map(String::from))
-        .collect();
+    let mut names: Vec<String> =
+        entries.filter_map(|e| e.ok()).filter_map(|e| e.file_name().to_str().map(String::from)).collect();
     names.sort();
     let (mut removed, mut live, mut failed) = (0, 0, 0);
     let mut out = io::stdout().lock();
@@ -936,13 +808,8 @@ pub fn sweep(path: Option<&OsStr>) -> i32 {
             let _ = writeln!(out, "kept {}: guardian {pid} is alive", dir.display());
             continue;
         }
-        let rel = rel_parent
-            .as_deref()
-            .map(|r| format!("{}/{name}", r.trim_end_matches('/')))
-            .unwrap_or_default();
-        let populated = fs::read_to_string(dir.join("cgroup.events"))
-            .ok()
-            .and_then(|t| events_populated(&t));
+        let rel = rel_parent.as_deref().map(|r| format!("{}/{name}", r.trim_end_matches('/'))).unwrap_or_default();
+        let populated = fs::read_to_string(dir.join("cgroup.events")).ok().and_then(|t| events_populated(&t));
         let mut how = String::from("empty");
         if populated != Some(false) {
             how = match kill_tree(&dir, &rel) {
@@ -958,11 +825,7 @@ pub fn sweep(path: Option<&OsStr>) -> i32 {
                 Ok(true) => {}
                 Ok(false) => {
                     failed += 1;
-                    let _ = writeln!(
-                        out,
-                        "failed {}: still populated 10 s after the kill",
-                        dir.display()
-                    );
+                    let _ = writeln!(out, "failed {}: still populated 10 s after the kill", dir.display());
                     continue;
                 }
                 Err(e) => {
@@ -975,11 +838,7 @@ pub fn sweep(path: Option<&OsStr>) -> i32 {
         match remove_tree(&dir) {
             Ok(()) => {
                 removed += 1;
-                let _ = writeln!(
-                    out,
-                    "removed {}: guardian {pid} is dead; {how}",
-                    dir.display()
-                );
+                let _ = writeln!(out, "removed {}: guardian {pid} is dead; {how}", dir.display());
             }
             Err(e) => {
                 failed += 1;
@@ -987,11 +846,8 @@ pub fn sweep(path: Option<&OsStr>) -> i32 {
             }
         }
     }
-    let _ = writeln!(
-        out,
-        "sweep {}: {removed} removed, {live} kept (guardian alive), {failed} failed",
-        parent.display()
-    );
+    let _ =
+        writeln!(out, "sweep {}: {removed} removed, {live} kept (guardian alive), {failed} failed", parent.display());
     if failed > 0 { 1 } else { 0 }
 }
 
@@ -1008,44 +864,22 @@ mod tests {
     #[test]
     fn finds_the_cgroup2_mount_on_a_hybrid_host() {
         let m = parse_mountinfo(HYBRID);
-        assert_eq!(
-            m,
-            vec![Mount {
-                root: "/".into(),
-                mount_point: "/sys/fs/cgroup/unified".into()
-            }]
-        );
-        assert_eq!(
-            resolve(&m, "/"),
-            Some(PathBuf::from("/sys/fs/cgroup/unified"))
-        );
-        assert_eq!(
-            resolve(&m, "/a/b"),
-            Some(PathBuf::from("/sys/fs/cgroup/unified/a/b"))
-        );
-        assert_eq!(
-            relative(&m, Path::new("/sys/fs/cgroup/unified/a/b")).as_deref(),
-            Some("/a/b")
-        );
-        assert_eq!(
-            relative(&m, Path::new("/sys/fs/cgroup/unified")).as_deref(),
-            Some("/")
-        );
+        assert_eq!(m, vec![Mount { root: "/".into(), mount_point: "/sys/fs/cgroup/unified".into() }]);
+        assert_eq!(resolve(&m, "/"), Some(PathBuf::from("/sys/fs/cgroup/unified")));
+        assert_eq!(resolve(&m, "/a/b"), Some(PathBuf::from("/sys/fs/cgroup/unified/a/b")));
+        assert_eq!(relative(&m, Path::new("/sys/fs/cgroup/unified/a/b")).as_deref(), Some("/a/b"));
+        assert_eq!(relative(&m, Path::new("/sys/fs/cgroup/unified")).as_deref(), Some("/"));
         assert_eq!(relative(&m, Path::new("/sys/fs/cgroup/memory")), None);
     }
 
     #[test]
     fn unescapes_mount_points() {
-        let text =
-            "30 1 0:40 /sub\\040dir /mnt/my\\040cg\\011x\\134y rw - cgroup2 none rw,nsdelegate\n";
+        let text = "30 1 0:40 /sub\\040dir /mnt/my\\040cg\\011x\\134y rw - cgroup2 none rw,nsdelegate\n";
         let m = parse_mountinfo(text);
         assert_eq!(m.len(), 1);
         assert_eq!(m[0].mount_point, PathBuf::from("/mnt/my cg\tx\\y"));
         assert_eq!(m[0].root, "/sub dir");
-        assert_eq!(
-            resolve(&m, "/sub dir/job"),
-            Some(PathBuf::from("/mnt/my cg\tx\\y/job"))
-        );
+        assert_eq!(resolve(&m, "/sub dir/job"), Some(PathBuf::from("/mnt/my cg\tx\\y/job")));
         assert_eq!(resolve(&m, "/other"), None);
         assert_eq!(resolve(&m, "/sub dirx"), None);
         assert_eq!(unescape_mountinfo("a\\04"), b"a\\04");
@@ -1054,18 +888,12 @@ mod tests {
 
     #[test]
     fn ignores_v1_and_garbage_lines() {
-        assert!(
-            parse_mountinfo("garbage\n1 2 3\n14:35 31 0:32 / /x rw - cgroup cgroup rw\n")
-                .is_empty()
-        );
+        assert!(parse_mountinfo("garbage\n1 2 3\n14:35 31 0:32 / /x rw - cgroup cgroup rw\n").is_empty());
     }
 
     #[test]
     fn proc_cgroup_lines() {
-        assert_eq!(
-            parse_proc_cgroup("4:memory:/x\n0::/user.slice/a b\n"),
-            Some("/user.slice/a b")
-        );
+        assert_eq!(parse_proc_cgroup("4:memory:/x\n0::/user.slice/a b\n"), Some("/user.slice/a b"));
         assert_eq!(parse_proc_cgroup("0::/gone (deleted)\n"), Some("/gone"));
         assert_eq!(parse_proc_cgroup("4:memory:/x\n"), None);
     }
@@ -1074,27 +902,15 @@ mod tests {
     fn leaf_names_round_trip() {
         assert_eq!(leaf_name(42, 987), "guardian-42-987");
         assert_eq!(parse_leaf_name("guardian-42-987"), Some((42, 987, false)));
-        assert_eq!(
-            parse_leaf_name("guardian-42-987.self"),
-            Some((42, 987, true))
-        );
-        for bad in [
-            "guardian-42",
-            "guardian--1",
-            "guardian-test-1",
-            "guardian-1-2-3",
-            "x-1-2",
-            "guardian-1-2.other",
-        ] {
+        assert_eq!(parse_leaf_name("guardian-42-987.self"), Some((42, 987, true)));
+        for bad in ["guardian-42", "guardian--1", "guardian-test-1", "guardian-1-2-3", "x-1-2", "guardian-1-2.other"] {
             assert_eq!(parse_leaf_name(bad), None, "{bad}");
         }
     }
 
     #[test]
     fn paths_and_events() {
-        assert!(
-            is_within("/a/b", "/a/b") && is_within("/a/b/c", "/a/b") && !is_within("/a/bc", "/a/b")
-        );
+        assert!(is_within("/a/b", "/a/b") && is_within("/a/b/c", "/a/b") && !is_within("/a/bc", "/a/b"));
         assert_eq!(common_ancestor("/a/b/c", "/a/b/d"), "/a/b");
         assert_eq!(common_ancestor("/", "/a"), "/");
         assert_eq!(common_ancestor("/x", "/y"), "/");
@@ -1107,18 +923,12 @@ mod tests {
         assert_eq!(parse_memory("512M").as_deref(), Ok("536870912"));
         assert_eq!(parse_memory("max").as_deref(), Ok("max"));
         assert_eq!(parse_memory("1000").as_deref(), Ok("1000"));
-        assert!(
-            parse_memory("12X").is_err()
-                && parse_memory("").is_err()
-                && parse_memory("-1").is_err()
-        );
+        assert!(parse_memory("12X").is_err() && parse_memory("").is_err() && parse_memory("-1").is_err());
         assert_eq!(parse_pids("64").as_deref(), Ok("64"));
         assert!(parse_pids("0").is_err());
         assert_eq!(parse_cpu("0.5").as_deref(), Ok("50000 100000"));
         assert_eq!(parse_cpu("50000 100000").as_deref(), Ok("50000 100000"));
         assert_eq!(parse_cpu("max").as_deref(), Ok("max 100000"));
-        assert!(
-            parse_cpu("fast").is_err() && parse_cpu("0").is_err() && parse_cpu("5 100000").is_err()
-        );
+        assert!(parse_cpu("fast").is_err() && parse_cpu("0").is_err() && parse_cpu("5 100000").is_err());
     }
 }

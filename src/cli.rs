@@ -153,12 +153,9 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
         )
     };
     let t = text.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
+    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
-    if num.is_empty() || num.starts_with('.') || num.ends_with('.') || num.matches('.').count() > 1
-    {
+    if num.is_empty() || num.starts_with('.') || num.ends_with('.') || num.matches('.').count() > 1 {
         return Err(bad());
     }
     let nanos_per: u128 = match unit {
@@ -193,10 +190,7 @@ pub fn verbosity(cli: &Cli) -> u8 {
     if cli.quiet {
         return 0;
     }
-    let from_env = std::env::var("GUARDIAN_VERBOSE")
-        .ok()
-        .and_then(|v| v.parse::<u8>().ok())
-        .unwrap_or(0);
+    let from_env = std::env::var("GUARDIAN_VERBOSE").ok().and_then(|v| v.parse::<u8>().ok()).unwrap_or(0);
     1 + cli.verbose.max(from_env).min(3)
 }
 
@@ -215,18 +209,7 @@ mod tests {
         assert_eq!(parse_duration("2h"), Ok(Duration::from_secs(7200)));
         assert_eq!(parse_duration("250us"), Ok(Duration::from_micros(250)));
         assert_eq!(parse_duration("0.25m"), Ok(Duration::from_secs(15)));
-        for bad in [
-            "",
-            "s",
-            "-1s",
-            "1x",
-            "1.s",
-            ".5s",
-            "1..2s",
-            "1 s",
-            "99999999999999999999h",
-            "1e3",
-        ] {
+        for bad in ["", "s", "-1s", "1x", "1.s", ".5s", "1..2s", "1 s", "99999999999999999999h", "1e3"] {
             assert!(parse_duration(bad).is_err(), "{bad:?} should be rejected");
         }
     }

@@ -34,17 +34,15 @@ pub struct Events {
 
 impl Events {
     pub fn disabled() -> Events {
-        Events {
-            out: None,
-            buf: Vec::new(),
-            dropped: 0,
-        }
+        Events { out: None, buf: Vec::new(), dropped: 0 }
     }
 
     /// Takes over the caller's fd `n`. Fails with a message when it is not open.
     pub fn open(n: RawFd) -> Result<Events, String> {
         let inherited = sys::take_inherited_fd(n).ok_or_else(|| {
-            format!("--events-fd {n}: file descriptor {n} is not open; pass one from the caller (e.g. `{n}>events.jsonl`)")
+            format!(
+                "--events-fd {n}: file descriptor {n} is not open; pass one from the caller (e.g. `{n}>events.jsonl`)"
+            )
         })?;
         let dup = |fd: &OwnedFd| {
             rustix::io::fcntl_dupfd_cloexec(fd, 3)
@@ -55,9 +53,7 @@ impl Events {
             Ok(t) if t.is_fifo() => match reopen_nonblocking(n) {
                 Ok(fd) => (fd, Kind::NonBlockingPipe),
                 Err(e) => {
-                    crate::debug!(
-                        "events fd {n}: cannot reopen the pipe non-blocking ({e}); writes may block"
-                    );
+                    crate::debug!("events fd {n}: cannot reopen the pipe non-blocking ({e}); writes may block");
                     (dup(&inherited)?, Kind::Blocking)
                 }
             },
@@ -72,11 +68,7 @@ impl Events {
             // 0..=2 are also the provider's stdio: leave them open.
             let _ = inherited.into_raw_fd();
         }
-        Ok(Events {
-            out: Some((fd, kind)),
-            buf: Vec::new(),
-            dropped: 0,
-        })
+        Ok(Events { out: Some((fd, kind)), buf: Vec::new(), dropped: 0 })
     }
 
     /// Appends one event line and tries to write it.
@@ -139,26 +131,17 @@ impl Events {
         while let Some(fd) = self.pending_fd() {
             let now = sys::monotonic();
             if now >= end {
-                crate::debug!(
-                    "events fd: reader too slow; {} bytes not delivered",
-                    self.buf.len()
-                );
+                crate::debug!("events fd: reader too slow; {} bytes not delivered", self.buf.len());
                 break;
             }
             let left = end - now;
-            let ts = rustix::event::Timespec {
-                tv_sec: left.as_secs() as i64,
-                tv_nsec: left.subsec_nanos() as i64,
-            };
+            let ts = rustix::event::Timespec { tv_sec: left.as_secs() as i64, tv_nsec: left.subsec_nanos() as i64 };
             let mut fds = [PollFd::new(&fd, PollFlags::OUT)];
             let _ = rustix::event::poll(&mut fds, Some(&ts));
             self.flush();
         }
         if self.dropped > 0 {
-            crate::debug!(
-                "events fd: {} lines dropped while the reader was not reading",
-                self.dropped
-            );
+            crate::debug!("events fd: {} lines dropped while the reader was not reading", self.dropped);
         }
     }
 }

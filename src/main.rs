@@ -81,7 +81,8 @@ fn fail(msg: String) -> Failure {
 fn setup_and_supervise(cli: cli::Cli) -> Result<i32, Failure> {
     if sys::is_setid() {
         return Err(fail(
-            "refusing to run setuid/setgid (real and effective ids differ); install guardian without the set-id bit".into(),
+            "refusing to run setuid/setgid (real and effective ids differ); install guardian without the set-id bit"
+                .into(),
         ));
     }
     let me = std::process::id() as i32;
@@ -101,8 +102,8 @@ fn setup_and_supervise(cli: cli::Cli) -> Result<i32, Failure> {
             .map_err(|e| fail(format!("sigaction(SIGCHLD, SIG_DFL) failed: {e}")))?;
     }
     let handled = signals::handled(&sys::is_ignored);
-    let original_mask = sys::set_sigmask(libc::SIG_BLOCK, &handled)
-        .map_err(|e| fail(format!("sigprocmask(SIG_BLOCK) failed: {e}")))?;
+    let original_mask =
+        sys::set_sigmask(libc::SIG_BLOCK, &handled).map_err(|e| fail(format!("sigprocmask(SIG_BLOCK) failed: {e}")))?;
     let sigfd = sys::signalfd(&handled).map_err(|e| {
         fail(format!("signalfd() failed: {e}; guardian needs signalfd (Linux 2.6.22) to supervise without races"))
     })?;
@@ -114,11 +115,7 @@ fn setup_and_supervise(cli: cli::Cli) -> Result<i32, Failure> {
     .map_err(|e| fail(format!("prctl(PR_SET_CHILD_SUBREAPER) failed: {e}")))?;
 
     // 4. Parent watch: pidfd on the parent, re-checked after opening.
-    let parent = if cli.no_parent_watch {
-        None
-    } else {
-        watch_parent(&mut events)?
-    };
+    let parent = if cli.no_parent_watch { None } else { watch_parent(&mut events)? };
 
     // 5. How descendants will be found at teardown.
     let mut proc = proctree::Proc::open().ok();
@@ -183,36 +180,15 @@ fn setup_and_supervise(cli: cli::Cli) -> Result<i32, Failure> {
         timeout: cli.timeout,
         wait_descendants: cli.wait_descendants,
     };
-    let tree = Tree::new(
-        discovery,
-        if discovery == Discovery::Scan {
-            proc
-        } else {
-            None
-        },
-        leaf,
-    );
-    let sup = Supervisor::new(
-        settings,
-        sigfd,
-        spawned.provider,
-        spawned.pgid,
-        parent,
-        events,
-        tree,
-        take_terminal,
-    );
+    let tree = Tree::new(discovery, if discovery == Discovery::Scan { proc } else { None }, leaf);
+    let sup = Supervisor::new(settings, sigfd, spawned.provider, spawned.pgid, parent, events, tree, take_terminal);
     Ok(sup.run())
 }
 
 /// `--cgroup auto|PATH`: creates the provider's leaf. An explicit PATH that cannot be used,
 /// or limits that cannot be applied, fail (125); `auto` without a usable delegation falls
 /// back to plain subreaper mode (debug log + `fallback` event).
-fn setup_cgroup(
-    cli: &cli::Cli,
-    me: i32,
-    events: &mut Events,
-) -> Result<Option<cgroup::Leaf>, Failure> {
+fn setup_cgroup(cli: &cli::Cli, me: i32, events: &mut Events) -> Result<Option<cgroup::Leaf>, Failure> {
     let limits = cgroup::Limits {
         memory_max: cli.memory_max.clone(),
         pids_max: cli.pids_max.clone(),
@@ -227,17 +203,12 @@ fn setup_cgroup(
         return Ok(None);
     };
     let req = cgroup::Request::from_arg(arg);
-    let start = proctree::Proc::open()
-        .ok()
-        .and_then(|mut p| p.stat(me))
-        .map(|s| s.starttime);
+    let start = proctree::Proc::open().ok().and_then(|mut p| p.stat(me)).map(|s| s.starttime);
     let result = match start {
         Some(start) => cgroup::Leaf::create(&req, &limits, me, start),
         None => Err(cgroup::Unusable {
             errno: libc::ENOENT,
-            message:
-                "cannot read guardian's start time from /proc/self/stat (needed to name the leaf)"
-                    .into(),
+            message: "cannot read guardian's start time from /proc/self/stat (needed to name the leaf)".into(),
         }),
     };
     match result {
@@ -247,18 +218,11 @@ fn setup_cgroup(
         }
         Err(u) if req == cgroup::Request::Auto && limits.is_empty() => {
             let errno = sys::errno_name(u.errno);
-            debug!(
-                "--cgroup auto: no usable cgroup ({}); running as a plain subreaper",
-                u.message
-            );
+            debug!("--cgroup auto: no usable cgroup ({}); running as a plain subreaper", u.message);
             events.emit("fallback", json!({"what": "cgroup", "errno": errno, "detail": format!("{}; running as a plain subreaper", u.message)}));
             Ok(None)
         }
-        Err(u) => Err(fail(format!(
-            "--cgroup {}: {}",
-            arg.to_string_lossy(),
-            u.message
-        ))),
+        Err(u) => Err(fail(format!("--cgroup {}: {}", arg.to_string_lossy(), u.message))),
     }
 }
 
@@ -273,16 +237,8 @@ fn watch_parent(events: &mut Events) -> Result<Option<ParentWatch>, Failure> {
     let watch = match sys::pidfd_open(ppid) {
         Ok(fd) => ParentWatch::Pidfd(fd),
         Err(e) => {
-            spawn::fallback(
-                events,
-                "pidfd_open",
-                &e,
-                "checking getppid() every 250 ms for parent death",
-            );
-            ParentWatch::Poll {
-                ppid,
-                next: sys::monotonic(),
-            }
+            spawn::fallback(events, "pidfd_open", &e, "checking getppid() every 250 ms for parent death");
+            ParentWatch::Poll { ppid, next: sys::monotonic() }
         }
     };
     let now = rustix::process::getppid().map(|p| p.as_raw_nonzero().get());

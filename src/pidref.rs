@@ -18,20 +18,12 @@ pub struct PidRef {
 impl PidRef {
     /// A direct child guardian has not reaped, with its pidfd when one could be had.
     pub fn child(pid: i32, pidfd: Option<OwnedFd>) -> PidRef {
-        PidRef {
-            pid,
-            pidfd,
-            unreaped_child: true,
-        }
+        PidRef { pid, pidfd, unreaped_child: true }
     }
 
     /// Any process, named by a pidfd whose identity the caller has verified.
     pub fn verified(pid: i32, pidfd: OwnedFd) -> PidRef {
-        PidRef {
-            pid,
-            pidfd: Some(pidfd),
-            unreaped_child: false,
-        }
+        PidRef { pid, pidfd: Some(pidfd), unreaped_child: false }
     }
 
     pub fn pidfd(&self) -> Option<BorrowedFd<'_>> {
@@ -62,10 +54,6 @@ impl PidRef {
                 other => return other,
             }
         }
-        if self.unreaped_child {
-            sys::kill(-self.pid, sig)
-        } else {
-            Err(io::Error::from_raw_os_error(libc::ESRCH))
-        }
+        if self.unreaped_child { sys::kill(-self.pid, sig) } else { Err(io::Error::from_raw_os_error(libc::ESRCH)) }
     }
 }

@@ -28,11 +28,7 @@ pub fn parse_stat(buf: &[u8]) -> Option<Stat> {
     if close < open {
         return None;
     }
-    let pid = std::str::from_utf8(&buf[..open])
-        .ok()?
-        .trim()
-        .parse()
-        .ok()?;
+    let pid = std::str::from_utf8(&buf[..open]).ok()?.trim().parse().ok()?;
     let rest = std::str::from_utf8(buf.get(close + 1..)?).ok()?;
     // Fields after comm start at field 3 (state).
     let mut it = rest.split_ascii_whitespace();
@@ -42,14 +38,7 @@ pub fn parse_stat(buf: &[u8]) -> Option<Stat> {
     let session = it.next()?.parse().ok()?;
     // Skip fields 7..=21 (15 fields) to reach starttime, field 22.
     let starttime = it.nth(15)?.parse().ok()?;
-    Some(Stat {
-        pid,
-        state,
-        ppid,
-        pgrp,
-        session,
-        starttime,
-    })
+    Some(Stat { pid, state, ppid, pgrp, session, starttime })
 }
 
 /// An open `/proc` directory, reused for every scan.
@@ -60,15 +49,8 @@ pub struct Proc {
 
 impl Proc {
     pub fn open() -> io::Result<Proc> {
-        let dir = rustix::fs::open(
-            "/proc",
-            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-            Mode::empty(),
-        )?;
-        Ok(Proc {
-            dir,
-            buf: Vec::with_capacity(512),
-        })
+        let dir = rustix::fs::open("/proc", OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?;
+        Ok(Proc { dir, buf: Vec::with_capacity(512) })
     }
 
     /// Whether this `/proc` belongs to guardian's PID namespace (its `self` is our pid).
@@ -93,12 +75,7 @@ impl Proc {
     }
 
     fn read_file(&mut self, path: &str) -> io::Result<usize> {
-        let fd = rustix::fs::openat(
-            &self.dir,
-            path,
-            OFlags::RDONLY | OFlags::CLOEXEC,
-            Mode::empty(),
-        )?;
+        let fd = rustix::fs::openat(&self.dir, path, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())?;
         self.buf.resize(self.buf.capacity().max(1024), 0);
         let mut len = 0;
         loop {
@@ -115,22 +92,15 @@ impl Proc {
 
     /// Every process visible in `/proc`.
     pub fn scan(&mut self) -> io::Result<Vec<Stat>> {
-        let dirfd = rustix::fs::openat(
-            &self.dir,
-            ".",
-            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-            Mode::empty(),
-        )?;
+        let dirfd =
+            rustix::fs::openat(&self.dir, ".", OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?;
         let mut pids = Vec::with_capacity(256);
         let mut dir = Dir::read_from(&dirfd)?;
         while let Some(entry) = dir.read() {
             let entry = entry?;
             let name = entry.file_name().to_bytes();
             if name.first().is_some_and(u8::is_ascii_digit) {
-                if let Some(pid) = std::str::from_utf8(name)
-                    .ok()
-                    .and_then(|s| s.parse::<i32>().ok())
-                {
+                if let Some(pid) = std::str::from_utf8(name).ok().and_then(|s| s.parse::<i32>().ok()) {
                     pids.push(pid);
                 }
             }
@@ -141,9 +111,7 @@ impl Proc {
     /// The pid a pidfd refers to now (`Pid:` in its fdinfo): `None` when the process has been
     /// reaped (-1) or fdinfo is unreadable.
     pub fn pidfd_pid(&mut self, pidfd: &impl AsFd) -> Option<i32> {
-        let n = self
-            .read_file(&format!("self/fdinfo/{}", pidfd.as_fd().as_raw_fd()))
-            .ok()?;
+        let n = self.read_file(&format!("self/fdinfo/{}", pidfd.as_fd().as_raw_fd())).ok()?;
         let text = std::str::from_utf8(&self.buf[..n]).ok()?;
         let line = text.lines().find_map(|l| l.strip_prefix("Pid:"))?;
         let pid: i32 = line.trim().parse().ok()?;
@@ -189,27 +157,14 @@ mod tests {
     #[test]
     fn parses_plain_stat() {
         let s = parse_stat(SLEEP).unwrap();
-        assert_eq!(
-            s,
-            Stat {
-                pid: 4242,
-                state: b'S',
-                ppid: 4241,
-                pgrp: 4242,
-                session: 4200,
-                starttime: 987654
-            }
-        );
+        assert_eq!(s, Stat { pid: 4242, state: b'S', ppid: 4241, pgrp: 4242, session: 4200, starttime: 987654 });
     }
 
     #[test]
     fn parses_hostile_comm() {
         let buf = b"77 (a) b) (c ) Z 1 2 3 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 55 0 0\n";
         let s = parse_stat(buf).unwrap();
-        assert_eq!(
-            (s.pid, s.state, s.ppid, s.pgrp, s.session, s.starttime),
-            (77, b'Z', 1, 2, 3, 55)
-        );
+        assert_eq!((s.pid, s.state, s.ppid, s.pgrp, s.session, s.starttime), (77, b'Z', 1, 2, 3, 55));
     }
 
     #[test]
@@ -217,36 +172,14 @@ mod tests {
         assert_eq!(parse_stat(b""), None);
         assert_eq!(parse_stat(b"12 (x"), None);
         assert_eq!(parse_stat(b"12 (x) S 1 2 3"), None);
-        assert_eq!(
-            parse_stat(b"x (y) S 1 2 3 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 5"),
-            None
-        );
-        assert_eq!(
-            parse_stat(b") 12 ( S 1 2 3 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 5"),
-            None
-        );
+        assert_eq!(parse_stat(b"x (y) S 1 2 3 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 5"), None);
+        assert_eq!(parse_stat(b") 12 ( S 1 2 3 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 5"), None);
     }
 
     #[test]
     fn descendants_are_breadth_first_and_exclude_strangers() {
-        let p = |pid, ppid| Stat {
-            pid,
-            state: b'S',
-            ppid,
-            pgrp: pid,
-            session: pid,
-            starttime: 1,
-        };
-        let all = [
-            p(1, 0),
-            p(10, 1),
-            p(20, 10),
-            p(30, 20),
-            p(21, 10),
-            p(40, 30),
-            p(99, 1),
-            p(31, 21),
-        ];
+        let p = |pid, ppid| Stat { pid, state: b'S', ppid, pgrp: pid, session: pid, starttime: 1 };
+        let all = [p(1, 0), p(10, 1), p(20, 10), p(30, 20), p(21, 10), p(40, 30), p(99, 1), p(31, 21)];
         let d: Vec<i32> = descendants(&all, 10).iter().map(|s| s.pid).collect();
         assert_eq!(d.len(), 5);
         let pos = |x| d.iter().position(|&v| v == x).unwrap();

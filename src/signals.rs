@@ -38,15 +38,8 @@ const NAMES: &[(&str, i32)] = &[
 ];
 
 /// Synchronous fault signals: left at their default action, never forwarded (as tini).
-const FAULTS: &[i32] = &[
-    libc::SIGILL,
-    libc::SIGTRAP,
-    libc::SIGABRT,
-    libc::SIGBUS,
-    libc::SIGFPE,
-    libc::SIGSEGV,
-    libc::SIGSYS,
-];
+const FAULTS: &[i32] =
+    &[libc::SIGILL, libc::SIGTRAP, libc::SIGABRT, libc::SIGBUS, libc::SIGFPE, libc::SIGSEGV, libc::SIGSYS];
 
 /// "SIGTERM", "SIGRTMIN+3", or "SIG42" for anything unnamed.
 pub fn name(sig: i32) -> String {
@@ -74,11 +67,7 @@ pub fn parse(text: &str) -> Result<i32, String> {
     let t = text.trim();
     if let Ok(n) = t.parse::<i32>() {
         let (_, max) = sys::sigrt_range();
-        return if (1..=max).contains(&n) {
-            Ok(n)
-        } else {
-            Err(bad())
-        };
+        return if (1..=max).contains(&n) { Ok(n) } else { Err(bad()) };
     }
     let upper = t.to_ascii_uppercase();
     let bare = upper.strip_prefix("SIG").unwrap_or(&upper);
@@ -178,10 +167,7 @@ mod tests {
         let set = handled(&|s| s == libc::SIGINT || s == libc::SIGCHLD);
         assert!(set.contains(libc::SIGTERM));
         assert!(set.contains(libc::SIGCHLD), "SIGCHLD is always handled");
-        assert!(
-            !set.contains(libc::SIGINT),
-            "ignored at start stays ignored"
-        );
+        assert!(!set.contains(libc::SIGINT), "ignored at start stays ignored");
         assert!(!set.contains(libc::SIGSEGV));
         assert!(!is_forwarded(libc::SIGCHLD));
         assert!(is_forwarded(libc::SIGWINCH));

@@ -26,10 +26,7 @@ pub struct SpawnError {
 
 impl SpawnError {
     fn guardian(message: String) -> SpawnError {
-        SpawnError {
-            status: 125,
-            message,
-        }
+        SpawnError { status: 125, message }
     }
 }
 
@@ -60,8 +57,8 @@ pub fn spawn(cfg: &SpawnConfig<'_>, events: &mut Events) -> Result<Spawned, Spaw
     argv.push(std::ptr::null());
     let shown = sys::lossy(&args[0]);
 
-    let (err_read, err_write) = pipe_with(PipeFlags::CLOEXEC)
-        .map_err(|e| SpawnError::guardian(format!("pipe2(O_CLOEXEC) failed: {e}")))?;
+    let (err_read, err_write) =
+        pipe_with(PipeFlags::CLOEXEC).map_err(|e| SpawnError::guardian(format!("pipe2(O_CLOEXEC) failed: {e}")))?;
     let plan = sys::ExecPlan {
         argv: &argv,
         original_mask: cfg.original_mask,
@@ -73,22 +70,9 @@ pub fn spawn(cfg: &SpawnConfig<'_>, events: &mut Events) -> Result<Spawned, Spaw
 
     let forked = match sys::clone3(cfg.cgroup.map(|(dir, _)| dir)) {
         Ok(f) => f,
-        Err(e)
-            if matches!(
-                e.raw_os_error(),
-                Some(libc::ENOSYS | libc::EPERM | libc::E2BIG)
-            ) =>
-        {
-            fallback(
-                events,
-                "clone3",
-                &e,
-                "starting the provider with fork() and pidfd_open()",
-            );
-            let plan = sys::ExecPlan {
-                join_cgroup_procs: cfg.cgroup.map(|(_, procs)| procs.as_raw_fd()),
-                ..plan
-            };
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ENOSYS | libc::EPERM | libc::E2BIG)) => {
+            fallback(events, "clone3", &e, "starting the provider with fork() and pidfd_open()");
+            let plan = sys::ExecPlan { join_cgroup_procs: cfg.cgroup.map(|(_, procs)| procs.as_raw_fd()), ..plan };
             match sys::fork() {
                 Ok(sys::Forked::Child) => sys::exec_provider(&plan),
                 Ok(parent) => parent,
@@ -96,11 +80,7 @@ pub fn spawn(cfg: &SpawnConfig<'_>, events: &mut Events) -> Result<Spawned, Spaw
             }
         }
         Err(e) => {
-            let hint = if cfg.cgroup.is_some() {
-                " (is the cgroup delegated to this user?)"
-            } else {
-                ""
-            };
+            let hint = if cfg.cgroup.is_some() { " (is the cgroup delegated to this user?)" } else { "" };
             return Err(SpawnError::guardian(format!("clone3() failed: {e}{hint}")));
         }
     };
@@ -122,20 +102,12 @@ pub fn spawn(cfg: &SpawnConfig<'_>, events: &mut Events) -> Result<Spawned, Spaw
         None => match sys::pidfd_open(pid) {
             Ok(fd) => Some(fd),
             Err(e) => {
-                fallback(
-                    events,
-                    "pidfd_open",
-                    &e,
-                    "waiting on SIGCHLD and signalling the unreaped child by pid",
-                );
+                fallback(events, "pidfd_open", &e, "waiting on SIGCHLD and signalling the unreaped child by pid");
                 None
             }
         },
     };
-    Ok(Spawned {
-        provider: PidRef::child(pid, pidfd),
-        pgid: pid,
-    })
+    Ok(Spawned { provider: PidRef::child(pid, pidfd), pgid: pid })
 }
 
 /// Reads the child's (stage, errno) report; `None` means exec succeeded (EOF).
@@ -158,9 +130,7 @@ fn exec_error(cmd: &str, (stage, errno): (u8, i32)) -> SpawnError {
     match stage {
         b'e' if errno == libc::ENOENT || errno == libc::ENOTDIR => SpawnError {
             status: 127,
-            message: format!(
-                "cannot run '{cmd}': command not found ({text}); check the name and PATH"
-            ),
+            message: format!("cannot run '{cmd}': command not found ({text}); check the name and PATH"),
         },
         b'e' => SpawnError {
             status: 126,
@@ -172,21 +142,13 @@ fn exec_error(cmd: &str, (stage, errno): (u8, i32)) -> SpawnError {
             "the provider could not join its cgroup (write to cgroup.procs failed: {text}); check that the cgroup is delegated to this user"
         )),
         b'p' => SpawnError::guardian(format!("setpgid() failed in the provider: {text}")),
-        _ => SpawnError::guardian(format!(
-            "restoring the signal mask failed in the provider: {text}"
-        )),
+        _ => SpawnError::guardian(format!("restoring the signal mask failed in the provider: {text}")),
     }
 }
 
 /// Reports a refused interface: a debug log line and a `fallback` event.
 pub fn fallback(events: &mut Events, what: &str, err: &io::Error, instead: &str) {
     let errno = err.raw_os_error().unwrap_or(0);
-    crate::debug!(
-        "{what} refused ({}: {err}); falling back to {instead}",
-        sys::errno_name(errno)
-    );
-    events.emit(
-        "fallback",
-        json!({"what": what, "errno": sys::errno_name(errno), "detail": instead}),
-    );
+    crate::debug!("{what} refused ({}: {err}); falling back to {instead}", sys::errno_name(errno));
+    events.emit("fallback", json!({"what": what, "errno": sys::errno_name(errno), "detail": instead}));
 }

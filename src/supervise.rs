@@ -193,11 +193,8 @@ impl Supervisor {
     }
 
     fn wait_and_handle(&mut self) -> Outcome {
-        let timeout = self
-            .next_deadline()
-            .map(|d| d.saturating_sub(sys::monotonic()));
-        let (mut sig_ready, mut provider_ready, mut parent_ready, mut out_ready) =
-            (false, false, false, false);
+        let timeout = self.next_deadline().map(|d| d.saturating_sub(sys::monotonic()));
+        let (mut sig_ready, mut provider_ready, mut parent_ready, mut out_ready) = (false, false, false, false);
         let mut leaf_ready = false;
         {
             let mut fds: Vec<PollFd<'_>> = Vec::with_capacity(5);
@@ -227,10 +224,8 @@ impl Supervisor {
                 }
                 _ => None,
             };
-            let ts = timeout.map(|t| rustix::event::Timespec {
-                tv_sec: t.as_secs() as i64,
-                tv_nsec: t.subsec_nanos() as i64,
-            });
+            let ts = timeout
+                .map(|t| rustix::event::Timespec { tv_sec: t.as_secs() as i64, tv_nsec: t.subsec_nanos() as i64 });
             match rustix::event::poll(&mut fds, ts.as_ref()) {
                 Ok(_) | Err(rustix::io::Errno::INTR) => {}
                 Err(e) => crate::warn!("poll() failed: {e}"),
@@ -311,10 +306,7 @@ impl Supervisor {
 
     fn forward(&mut self, sig: i32) {
         if self.status.is_some() {
-            crate::debug!(
-                "{} not forwarded: the provider has exited",
-                signals::name(sig)
-            );
+            crate::debug!("{} not forwarded: the provider has exited", signals::name(sig));
             return;
         }
         let (target, res) = match self.settings.forward_to {
@@ -322,10 +314,7 @@ impl Supervisor {
             ForwardTo::Group => ("group", self.provider.signal_group(sig)),
         };
         if let Err(e) = &res {
-            crate::debug!(
-                "forwarding {} to the {target} failed: {e}",
-                signals::name(sig)
-            );
+            crate::debug!("forwarding {} to the {target} failed: {e}", signals::name(sig));
         }
         self.events.emit(
             "signal",
@@ -339,9 +328,7 @@ impl Supervisor {
             return;
         }
         let (target, res) = match (self.settings.forward_to, sig) {
-            (_, libc::SIGKILL) | (ForwardTo::Provider, _) => {
-                ("provider", self.provider.signal(sig))
-            }
+            (_, libc::SIGKILL) | (ForwardTo::Provider, _) => ("provider", self.provider.signal(sig)),
             (ForwardTo::Group, _) => ("group", self.provider.signal_group(sig)),
         };
         if let Err(e) = &res {
@@ -356,9 +343,7 @@ impl Supervisor {
     fn reap(&mut self) {
         loop {
             match sys::reap_one() {
-                Ok(Reaped::Child(pid, status))
-                    if pid == self.provider.pid && self.status.is_none() =>
-                {
+                Ok(Reaped::Child(pid, status)) if pid == self.provider.pid && self.status.is_none() => {
                     self.on_provider_exit(status);
                 }
                 Ok(Reaped::Child(pid, _)) => {
@@ -439,11 +424,7 @@ impl Supervisor {
                 escalated: false,
             })
             .reason;
-        crate::debug!(
-            "{}: stopping descendants ({})",
-            self.state_name(),
-            reason.name()
-        );
+        crate::debug!("{}: stopping descendants ({})", self.state_name(), reason.name());
         self.round();
         self.rescan = Some((now + RESCAN_FIRST, RESCAN_FIRST));
     }
@@ -452,19 +433,9 @@ impl Supervisor {
     /// SIGKILL after it. The provider, while unreaped, is left to its own handle.
     fn round(&mut self) {
         let escalated = self.stop.as_ref().is_some_and(|s| s.escalated);
-        let (phase, reason) = if escalated {
-            (Phase::Kill, "kill")
-        } else {
-            (Phase::Stop, "stop")
-        };
+        let (phase, reason) = if escalated { (Phase::Kill, "kill") } else { (Phase::Stop, "stop") };
         let provider = self.status.is_none().then_some(self.provider.pid);
-        self.tree.round(
-            phase,
-            self.settings.stop_signal,
-            provider,
-            reason,
-            &mut self.events,
-        );
+        self.tree.round(phase, self.settings.stop_signal, provider, reason, &mut self.events);
     }
 
     fn request_stop(&mut self, reason: StopReason) {
@@ -473,21 +444,9 @@ impl Supervisor {
         }
         let now = sys::monotonic();
         let grace = self.settings.grace;
-        crate::info!(
-            "{}: stop requested ({}), grace {:?}",
-            self.state_name(),
-            reason.name(),
-            grace
-        );
-        self.stop = Some(Stop {
-            reason,
-            deadline: now + grace,
-            escalated: false,
-        });
-        self.events.emit(
-            "stopping",
-            json!({"reason": reason.name(), "grace_ms": grace.as_millis() as u64}),
-        );
+        crate::info!("{}: stop requested ({}), grace {:?}", self.state_name(), reason.name(), grace);
+        self.stop = Some(Stop { reason, deadline: now + grace, escalated: false });
+        self.events.emit("stopping", json!({"reason": reason.name(), "grace_ms": grace.as_millis() as u64}));
         if self.status.is_none() {
             if reason == StopReason::Signal {
                 // The SIGTERM was already forwarded: the provider stops its own tree first.
@@ -571,10 +530,7 @@ impl Supervisor {
         if let Some(leaf) = self.tree.leaf.as_mut() {
             leaf.remove_now();
         }
-        self.events.emit(
-            "error",
-            json!({"status": 125, "message": message, "unkillable": unkillable}),
-        );
+        self.events.emit("error", json!({"status": 125, "message": message, "unkillable": unkillable}));
         let events = std::mem::replace(&mut self.events, Events::disabled());
         events.close(EVENTS_CLOSE_WAIT);
         std::process::exit(125);
@@ -596,10 +552,7 @@ impl Supervisor {
             cgroup_path = Some(leaf.path_text());
             oom_kill = leaf.oom_kills();
             if let Err(e) = leaf.remove() {
-                crate::warn!(
-                    "could not remove the leaf cgroup {}: {e}; 'guardian sweep' will",
-                    leaf.path.display()
-                );
+                crate::warn!("could not remove the leaf cgroup {}: {e}; 'guardian sweep' will", leaf.path.display());
             } else {
                 crate::debug!("removed the leaf cgroup {}", leaf.path.display());
             }
@@ -607,9 +560,7 @@ impl Supervisor {
         if let Some(n) = oom_kill.filter(|&n| n > 0) {
             crate::warn!("the kernel's OOM killer killed {n} process(es) in the leaf (memory.max)");
         }
-        let teardown_ms = self
-            .exited_at
-            .map_or(0.0, |t| (sys::monotonic() - t).as_micros() as f64 / 1000.0);
+        let teardown_ms = self.exited_at.map_or(0.0, |t| (sys::monotonic() - t).as_micros() as f64 / 1000.0);
         let stats = &self.tree.stats;
         crate::info!(
             "released: status {code}, {} signalled, {} killed, {} reaped, teardown {teardown_ms:.3} ms",

@@ -26,19 +26,11 @@ const CLONE_PIDFD: u64 = 0x1000;
 pub const PIDFD_SIGNAL_PROCESS_GROUP: u32 = 8;
 
 fn cvt(ret: libc::c_int) -> io::Result<libc::c_int> {
-    if ret == -1 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(ret)
-    }
+    if ret == -1 { Err(io::Error::last_os_error()) } else { Ok(ret) }
 }
 
 fn cvt_long(ret: libc::c_long) -> io::Result<libc::c_long> {
-    if ret == -1 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(ret)
-    }
+    if ret == -1 { Err(io::Error::last_os_error()) } else { Ok(ret) }
 }
 
 /// A set of signals (`sigset_t`).
@@ -116,11 +108,7 @@ pub fn signalfd(set: &SigSet) -> io::Result<OwnedFd> {
     // SAFETY: -1 asks for a new fd; the set pointer is valid for the call. On success the
     // returned fd is owned by nobody else.
     unsafe {
-        let fd = cvt(libc::signalfd(
-            -1,
-            &set.0,
-            libc::SFD_CLOEXEC | libc::SFD_NONBLOCK,
-        ))?;
+        let fd = cvt(libc::signalfd(-1, &set.0, libc::SFD_CLOEXEC | libc::SFD_NONBLOCK))?;
         Ok(OwnedFd::from_raw_fd(fd))
     }
 }
@@ -132,11 +120,7 @@ pub fn read_signalfd(fd: BorrowedFd<'_>) -> io::Result<Option<SigInfo>> {
     unsafe {
         let mut info: libc::signalfd_siginfo = std::mem::zeroed();
         let size = std::mem::size_of::<libc::signalfd_siginfo>();
-        let n = libc::read(
-            fd.as_raw_fd(),
-            (&mut info as *mut libc::signalfd_siginfo).cast(),
-            size,
-        );
+        let n = libc::read(fd.as_raw_fd(), (&mut info as *mut libc::signalfd_siginfo).cast(), size);
         if n < 0 {
             let err = io::Error::last_os_error();
             return match err.raw_os_error() {
@@ -147,10 +131,7 @@ pub fn read_signalfd(fd: BorrowedFd<'_>) -> io::Result<Option<SigInfo>> {
         if n as usize != size {
             return Ok(None);
         }
-        Ok(Some(SigInfo {
-            signo: info.ssi_signo as i32,
-            pid: info.ssi_pid,
-        }))
+        Ok(Some(SigInfo { signo: info.ssi_signo as i32, pid: info.ssi_pid }))
     }
 }
 
@@ -160,13 +141,7 @@ pub fn pidfd_send_signal(pidfd: BorrowedFd<'_>, sig: i32, flags: u32) -> io::Res
     // SAFETY: plain syscall with an fd we borrow, a signal number, a null siginfo (the
     // kernel then fills in a SI_USER siginfo) and flags.
     let rc = unsafe {
-        libc::syscall(
-            libc::SYS_pidfd_send_signal,
-            pidfd.as_raw_fd(),
-            sig,
-            std::ptr::null::<libc::siginfo_t>(),
-            flags,
-        )
+        libc::syscall(libc::SYS_pidfd_send_signal, pidfd.as_raw_fd(), sig, std::ptr::null::<libc::siginfo_t>(), flags)
     };
     cvt_long(rc).map(drop)
 }
@@ -289,22 +264,13 @@ pub fn clone3(cgroup: Option<BorrowedFd<'_>>) -> io::Result<Forked> {
     // SAFETY: without CLONE_VM the child gets a private copy of the address space, like
     // fork(); guardian is single-threaded, so no lock can be held by another thread in the
     // copy. `args` and `pidfd` live across the call and the size passed matches the struct.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_clone3,
-            &mut args as *mut CloneArgs,
-            std::mem::size_of::<CloneArgs>(),
-        )
-    };
+    let rc = unsafe { libc::syscall(libc::SYS_clone3, &mut args as *mut CloneArgs, std::mem::size_of::<CloneArgs>()) };
     match cvt_long(rc)? {
         0 => Ok(Forked::Child),
         pid => {
             // SAFETY: with CLONE_PIDFD the kernel stored a new fd we now own.
             let fd = unsafe { OwnedFd::from_raw_fd(pidfd) };
-            Ok(Forked::Parent {
-                pid: pid as i32,
-                pidfd: Some(fd),
-            })
+            Ok(Forked::Parent { pid: pid as i32, pidfd: Some(fd) })
         }
     }
 }
@@ -380,12 +346,7 @@ pub fn exec_provider(plan: &ExecPlan<'_>) -> ! {
         if plan.restore_sigchld_ignored {
             libc::signal(libc::SIGCHLD, libc::SIG_IGN);
         }
-        if libc::pthread_sigmask(
-            libc::SIG_SETMASK,
-            &plan.original_mask.0,
-            std::ptr::null_mut(),
-        ) != 0
-        {
+        if libc::pthread_sigmask(libc::SIG_SETMASK, &plan.original_mask.0, std::ptr::null_mut()) != 0 {
             fail(b'm');
         }
         libc::execvp(plan.argv[0], plan.argv.as_ptr());
@@ -452,19 +413,9 @@ pub fn monotonic() -> Duration {
 /// not change the socket's shared file status flags and raises no SIGPIPE.
 pub fn send_nonblocking(fd: BorrowedFd<'_>, buf: &[u8]) -> io::Result<usize> {
     // SAFETY: buf is valid for len bytes.
-    let n = unsafe {
-        libc::send(
-            fd.as_raw_fd(),
-            buf.as_ptr().cast(),
-            buf.len(),
-            libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
-        )
-    };
-    if n < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(n as usize)
-    }
+    let n =
+        unsafe { libc::send(fd.as_raw_fd(), buf.as_ptr().cast(), buf.len(), libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL) };
+    if n < 0 { Err(io::Error::last_os_error()) } else { Ok(n as usize) }
 }
 
 /// Real and effective user/group ids differ: guardian is running setuid/setgid.

@@ -116,9 +116,7 @@ impl Tree {
             + match self.discovery {
                 Discovery::Blind => 0,
                 Discovery::Broadcast => self.broadcast(sig, follow_with_cont, reason, events),
-                Discovery::Scan => {
-                    self.scan_round(phase, sig, follow_with_cont, provider, reason, events)
-                }
+                Discovery::Scan => self.scan_round(phase, sig, follow_with_cont, provider, reason, events),
             }
     }
 
@@ -149,11 +147,7 @@ impl Tree {
                 match leaf.kill(self.proc.as_mut()) {
                     Ok(Killed::KillFile) => {
                         if !self.leaf_kill_reported {
-                            crate::debug!(
-                                "wrote 1 to {}/cgroup.kill ({} members)",
-                                leaf.path.display(),
-                                members.len()
-                            );
+                            crate::debug!("wrote 1 to {}/cgroup.kill ({} members)", leaf.path.display(), members.len());
                         }
                     }
                     Ok(Killed::FreezeAndKill(pids)) => {
@@ -196,10 +190,7 @@ impl Tree {
                         continue;
                     }
                     let Some(st) = proc.stat(pid) else { continue };
-                    if st.state == b'Z'
-                        || st.state == b'X'
-                        || self.stopped.contains(&(pid, st.starttime))
-                    {
+                    if st.state == b'Z' || st.state == b'X' || self.stopped.contains(&(pid, st.starttime)) {
                         continue;
                     }
                     let Ok(fd) = sys::pidfd_open(pid) else {
@@ -208,9 +199,7 @@ impl Tree {
                     // Identity: after the pidfd exists, the pid still has the start time
                     // seen and sits in the leaf, and the pidfd still names that pid (so
                     // the reads above were about the process the pidfd holds).
-                    let same = proc
-                        .stat(pid)
-                        .is_some_and(|now| now.starttime == st.starttime)
+                    let same = proc.stat(pid).is_some_and(|now| now.starttime == st.starttime)
                         && proc.cgroup(pid).is_some_and(|t| leaf.contains(&t))
                         && proc.pidfd_pid(&fd) == Some(pid);
                     if !same {
@@ -227,9 +216,7 @@ impl Tree {
                         }
                         Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
                             if !self.stats.unkillable.contains(&pid) {
-                                crate::warn!(
-                                    "not permitted to signal leaf member {pid} (it changed its user id)"
-                                );
+                                crate::warn!("not permitted to signal leaf member {pid} (it changed its user id)");
                                 self.stats.unkillable.push(pid);
                             }
                         }
@@ -238,11 +225,7 @@ impl Tree {
                 }
                 self.stats.signalled += sent.len() as u64;
                 if !sent.is_empty() {
-                    crate::debug!(
-                        "sent {} to {} members of the leaf ({reason})",
-                        signals::name(sig),
-                        sent.len()
-                    );
+                    crate::debug!("sent {} to {} members of the leaf ({reason})", signals::name(sig), sent.len());
                     events.emit(
                         "signal",
                         json!({"signal": signals::name(sig), "target": "cgroup", "cgroup": leaf.path_text(), "pids": sent, "reason": reason}),
@@ -264,14 +247,8 @@ impl Tree {
         if cont {
             let _ = sys::kill(-1, libc::SIGCONT);
         }
-        events.emit(
-            "signal",
-            json!({"signal": signals::name(sig), "target": "namespace", "reason": reason}),
-        );
-        crate::debug!(
-            "sent {} to every process in the namespace ({reason})",
-            signals::name(sig)
-        );
+        events.emit("signal", json!({"signal": signals::name(sig), "target": "namespace", "reason": reason}));
+        crate::debug!("sent {} to every process in the namespace ({reason})", signals::name(sig));
         1
     }
 
@@ -328,10 +305,7 @@ impl Tree {
                 }
                 Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
                     if !self.stats.unkillable.contains(&d.pid) {
-                        crate::warn!(
-                            "not permitted to signal descendant {} (it changed its user id)",
-                            d.pid
-                        );
+                        crate::warn!("not permitted to signal descendant {} (it changed its user id)", d.pid);
                         self.stats.unkillable.push(d.pid);
                     }
                 }
@@ -343,11 +317,7 @@ impl Tree {
             Phase::Kill => self.stats.killed += sent.len() as u64,
         }
         if !sent.is_empty() {
-            crate::debug!(
-                "sent {} to {} descendants ({reason})",
-                signals::name(sig),
-                sent.len()
-            );
+            crate::debug!("sent {} to {} descendants ({reason})", signals::name(sig), sent.len());
             events.emit(
                 "signal",
                 json!({"signal": signals::name(sig), "target": "descendants", "pids": sent, "reason": reason}),
@@ -360,36 +330,22 @@ impl Tree {
     /// `/proc` start time and parent are rechecked and the pidfd is confirmed to name that pid.
     /// Without pidfds only unreaped direct children are signalled (the tree is peeled from the
     /// top: grandchildren become children when their parents die).
-    fn open_verified(
-        &mut self,
-        seen: &Stat,
-        members: &HashSet<i32>,
-        events: &mut Events,
-    ) -> Option<PidRef> {
+    fn open_verified(&mut self, seen: &Stat, members: &HashSet<i32>, events: &mut Events) -> Option<PidRef> {
         if self.use_pidfd {
             match sys::pidfd_open(seen.pid) {
                 Ok(fd) => {
                     let proc = self.proc.as_mut()?;
                     let now = proc.stat(seen.pid)?;
                     let same = now.starttime == seen.starttime && members.contains(&now.ppid);
-                    return (same && proc.pidfd_pid(&fd) == Some(seen.pid))
-                        .then(|| PidRef::verified(seen.pid, fd));
+                    return (same && proc.pidfd_pid(&fd) == Some(seen.pid)).then(|| PidRef::verified(seen.pid, fd));
                 }
                 Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return None,
                 Err(e) if matches!(e.raw_os_error(), Some(libc::ENOSYS | libc::EPERM)) => {
-                    spawn::fallback(
-                        events,
-                        "pidfd_open",
-                        &e,
-                        "signalling only unreaped direct children",
-                    );
+                    spawn::fallback(events, "pidfd_open", &e, "signalling only unreaped direct children");
                     self.use_pidfd = false;
                 }
                 Err(e) => {
-                    crate::debug!(
-                        "pidfd_open({}) failed: {e}; signalling it only if it is a direct child",
-                        seen.pid
-                    );
+                    crate::debug!("pidfd_open({}) failed: {e}; signalling it only if it is a direct child", seen.pid);
                 }
             }
         }

@@ -30,10 +30,7 @@ fn guardian_bin() -> &'static str {
 /// A fresh nonce of at least 6 digits, different for every call in this run.
 fn nonce() -> String {
     static SEQ: AtomicU32 = AtomicU32::new(0);
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
+    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
     let n = (u64::from(std::process::id()) * 7919
         + u64::from(t) / 1000
         + u64::from(SEQ.fetch_add(1, Ordering::Relaxed)) * 104_729)
@@ -46,9 +43,7 @@ fn is_root() -> bool {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("Uid:"))
-                .and_then(|l| l.split_whitespace().nth(1).map(|u| u == "0"))
+            s.lines().find_map(|l| l.strip_prefix("Uid:")).and_then(|l| l.split_whitespace().nth(1).map(|u| u == "0"))
         })
         .unwrap_or(false)
 }
@@ -58,9 +53,7 @@ fn unescape(field: &str) -> String {
     let mut rest = field;
     while let Some(i) = rest.find('\\') {
         out.push_str(&rest[..i]);
-        let oct = rest
-            .get(i + 1..i + 4)
-            .and_then(|o| u8::from_str_radix(o, 8).ok());
+        let oct = rest.get(i + 1..i + 4).and_then(|o| u8::from_str_radix(o, 8).ok());
         match oct {
             Some(b) => {
                 out.push(b as char);
@@ -80,8 +73,7 @@ fn cgroup2_mount() -> Option<PathBuf> {
     text.lines().find_map(|l| {
         let (left, right) = l.split_once(" - ")?;
         let f: Vec<&str> = left.split(' ').collect();
-        (right.starts_with("cgroup2 ") && f.len() > 4 && f[3] == "/")
-            .then(|| PathBuf::from(unescape(f[4])))
+        (right.starts_with("cgroup2 ") && f.len() > 4 && f[3] == "/").then(|| PathBuf::from(unescape(f[4])))
     })
 }
 
@@ -94,12 +86,7 @@ fn delegation_env() -> Result<PathBuf, String> {
     if !mount.join("cgroup.procs").exists() {
         return Err(format!("{} has no cgroup.procs", mount.display()));
     }
-    if Command::new("setpriv")
-        .arg("--version")
-        .output()
-        .map(|o| !o.status.success())
-        .unwrap_or(true)
-    {
+    if Command::new("setpriv").arg("--version").output().map(|o| !o.status.success()).unwrap_or(true) {
         return Err("setpriv (util-linux) is not installed".into());
     }
     Ok(mount)
@@ -131,17 +118,8 @@ impl TestCgroup {
         std::fs::create_dir(&path).expect("mkdir test cgroup");
         let cg = TestCgroup { path };
         if delegate {
-            for f in [
-                "",
-                "cgroup.procs",
-                "cgroup.subtree_control",
-                "cgroup.threads",
-            ] {
-                let p = if f.is_empty() {
-                    cg.path.clone()
-                } else {
-                    cg.path.join(f)
-                };
+            for f in ["", "cgroup.procs", "cgroup.subtree_control", "cgroup.threads"] {
+                let p = if f.is_empty() { cg.path.clone() } else { cg.path.join(f) };
                 std::os::unix::fs::chown(&p, Some(NOBODY), Some(NOBODY)).expect("chown (delegate)");
             }
         }
@@ -149,20 +127,12 @@ impl TestCgroup {
     }
 
     fn rel(&self) -> String {
-        format!(
-            "/{}",
-            self.path
-                .file_name()
-                .and_then(|n| n.to_str())
-                .unwrap_or_default()
-        )
+        format!("/{}", self.path.file_name().and_then(|n| n.to_str()).unwrap_or_default())
     }
 }
 
 fn populated(dir: &Path) -> bool {
-    std::fs::read_to_string(dir.join("cgroup.events"))
-        .map(|t| t.contains("populated 1"))
-        .unwrap_or(false)
+    std::fs::read_to_string(dir.join("cgroup.events")).map(|t| t.contains("populated 1")).unwrap_or(false)
 }
 
 /// Waits on `cgroup.events` with POLLPRI (no fixed sleeps) until `populated 0`.
@@ -186,10 +156,7 @@ fn wait_unpopulated(dir: &Path, limit: Duration) -> bool {
             return false;
         }
         let left = end - now;
-        let ts = Timespec {
-            tv_sec: left.as_secs() as i64,
-            tv_nsec: left.subsec_nanos() as i64,
-        };
+        let ts = Timespec { tv_sec: left.as_secs() as i64, tv_nsec: left.subsec_nanos() as i64 };
         let mut fds = [PollFd::new(&file, PollFlags::PRI)];
         let _ = poll(&mut fds, Some(&ts));
     }
@@ -249,17 +216,9 @@ fn start(cg: Option<&Path>, args: &[&str]) -> Guardian {
     let split = args.iter().position(|a| *a == "--").unwrap_or(args.len());
     let (opts, cmd) = args.split_at(split);
     let mut c = Command::new("sh");
-    c.arg("-c")
-        .arg(script)
-        .arg("wrap")
-        .arg(cg.map(|p| p.as_os_str()).unwrap_or_default());
-    c.arg(guardian_bin())
-        .args(opts)
-        .args(["--events-fd", "3"])
-        .args(cmd);
-    c.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+    c.arg("-c").arg(script).arg("wrap").arg(cg.map(|p| p.as_os_str()).unwrap_or_default());
+    c.arg(guardian_bin()).args(opts).args(["--events-fd", "3"]).args(cmd);
+    c.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
     let mut child = c.spawn().expect("spawn guardian wrapper");
     let out = child.stdout.take().expect("stdout");
     let (tx, rx) = channel();
@@ -290,12 +249,7 @@ fn start(cg: Option<&Path>, args: &[&str]) -> Guardian {
             }
         }
     });
-    Guardian {
-        child,
-        events: rx,
-        seen: Vec::new(),
-        stderr,
-    }
+    Guardian { child, events: rx, seen: Vec::new(), stderr }
 }
 
 impl Guardian {
@@ -313,11 +267,7 @@ impl Guardian {
                         return v;
                     }
                 }
-                Err(_) => panic!(
-                    "no '{name}' event; seen {:?}; stderr: {}",
-                    self.seen,
-                    self.log()
-                ),
+                Err(_) => panic!("no '{name}' event; seen {:?}; stderr: {}", self.seen, self.log()),
             }
         }
     }
@@ -325,22 +275,14 @@ impl Guardian {
     /// Waits for the events fd to close (after `released` or `error`), then for the exit.
     fn finish(&mut self) -> ExitStatus {
         let end = Instant::now() + LONG;
-        while let Ok(v) = self
-            .events
-            .recv_timeout(end.saturating_duration_since(Instant::now()))
-        {
+        while let Ok(v) = self.events.recv_timeout(end.saturating_duration_since(Instant::now())) {
             self.seen.push(v);
         }
         loop {
             if let Some(st) = self.child.try_wait().expect("try_wait") {
                 return st;
             }
-            assert!(
-                Instant::now() < end,
-                "guardian did not exit; events {:?}; stderr {}",
-                self.seen,
-                self.log()
-            );
+            assert!(Instant::now() < end, "guardian did not exit; events {:?}; stderr {}", self.seen, self.log());
             std::thread::sleep(Duration::from_millis(5));
         }
     }
@@ -362,11 +304,7 @@ impl Guardian {
     fn leaf(&mut self) -> PathBuf {
         let spawned = self.wait_event("spawned");
         assert_eq!(spawned["mode"], "cgroup", "{spawned}");
-        PathBuf::from(
-            spawned["cgroup"]
-                .as_str()
-                .expect("spawned.cgroup is a path"),
-        )
+        PathBuf::from(spawned["cgroup"].as_str().expect("spawned.cgroup is a path"))
     }
 }
 
@@ -409,9 +347,7 @@ fn tagged(tag: &str) -> Vec<i32> {
 
 fn cgroup_of(pid: i32) -> Option<String> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
-    text.lines()
-        .find_map(|l| l.strip_prefix("0::"))
-        .map(String::from)
+    text.lines().find_map(|l| l.strip_prefix("0::")).map(String::from)
 }
 
 fn session_of(pid: i32) -> Option<i32> {
@@ -429,10 +365,7 @@ fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
 }
 
 fn rel_of(mount: &Path, dir: &Path) -> String {
-    format!(
-        "/{}",
-        dir.strip_prefix(mount).expect("below the mount").display()
-    )
+    format!("/{}", dir.strip_prefix(mount).expect("below the mount").display())
 }
 
 // ---------------------------------------------------------------------------------------
@@ -444,59 +377,22 @@ fn provider_and_setsid_descendant_start_in_the_leaf() {
     let cg = TestCgroup::new(&mount, true);
     let n = nonce();
     let provider = format!("env -i setsid sleep 1000.{n}1 & exec sleep 1000.{n}2");
-    let mut g = start(
-        Some(&cg.path),
-        &[
-            "-vv", "--cgroup", "auto", "--grace", "1s", "--", "sh", "-c", &provider,
-        ],
-    );
+    let mut g = start(Some(&cg.path), &["-vv", "--cgroup", "auto", "--grace", "1s", "--", "sh", "-c", &provider]);
     let leaf = g.leaf();
-    assert_eq!(
-        leaf.parent(),
-        Some(cg.path.as_path()),
-        "the leaf is a child of the delegated cgroup"
-    );
-    let name = leaf
-        .file_name()
-        .and_then(|n| n.to_str())
-        .unwrap_or_default()
-        .to_string();
-    assert!(
-        name.starts_with(&format!("guardian-{}-", g.pid())),
-        "leaf name carries the guardian pid: {name}"
-    );
-    assert_eq!(
-        cgroup_of(g.pid()).as_deref(),
-        Some(cg.rel().as_str()),
-        "guardian stays outside its leaf"
-    );
+    assert_eq!(leaf.parent(), Some(cg.path.as_path()), "the leaf is a child of the delegated cgroup");
+    let name = leaf.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_string();
+    assert!(name.starts_with(&format!("guardian-{}-", g.pid())), "leaf name carries the guardian pid: {name}");
+    assert_eq!(cgroup_of(g.pid()).as_deref(), Some(cg.rel().as_str()), "guardian stays outside its leaf");
 
     let leaf_rel = rel_of(&mount, &leaf);
-    wait_until("both tagged sleeps run", || {
-        tagged(&format!("{n}1")).len() == 1 && tagged(&format!("{n}2")).len() == 1
-    });
+    wait_until("both tagged sleeps run", || tagged(&format!("{n}1")).len() == 1 && tagged(&format!("{n}2")).len() == 1);
     let escaped = tagged(&format!("{n}1"))[0];
     let provider_pid = tagged(&format!("{n}2"))[0];
-    assert_ne!(
-        session_of(escaped),
-        session_of(provider_pid),
-        "the setsid descendant left the provider's session"
-    );
-    assert_eq!(
-        cgroup_of(escaped).as_deref(),
-        Some(leaf_rel.as_str()),
-        "env-clearing setsid descendant is in the leaf"
-    );
-    assert_eq!(
-        cgroup_of(provider_pid).as_deref(),
-        Some(leaf_rel.as_str()),
-        "provider is in the leaf"
-    );
+    assert_ne!(session_of(escaped), session_of(provider_pid), "the setsid descendant left the provider's session");
+    assert_eq!(cgroup_of(escaped).as_deref(), Some(leaf_rel.as_str()), "env-clearing setsid descendant is in the leaf");
+    assert_eq!(cgroup_of(provider_pid).as_deref(), Some(leaf_rel.as_str()), "provider is in the leaf");
     let environ = std::fs::read(format!("/proc/{escaped}/environ")).unwrap_or_default();
-    assert!(
-        environ.is_empty(),
-        "env -i cleared the descendant's environment"
-    );
+    assert!(environ.is_empty(), "env -i cleared the descendant's environment");
 
     g.signal(rustix::process::Signal::TERM);
     let status = g.finish();
@@ -516,12 +412,7 @@ fn teardown_goes_through_cgroup_kill_and_removes_the_leaf() {
         "trap '' TERM; sleep 1000.{n}1 & setsid sh -c 'sleep 1000.{n}2 & sleep 1000.{n}3' & \
          while [ ! -d /proc/$! ]; do :; done; exit 5"
     );
-    let mut g = start(
-        Some(&cg.path),
-        &[
-            "-vv", "--cgroup", "auto", "--grace", "500ms", "--", "sh", "-c", &provider,
-        ],
-    );
+    let mut g = start(Some(&cg.path), &["-vv", "--cgroup", "auto", "--grace", "500ms", "--", "sh", "-c", &provider]);
     let leaf = g.leaf();
     let status = g.finish();
     assert_eq!(status.code(), Some(5), "stderr: {}", g.log());
@@ -533,23 +424,12 @@ fn teardown_goes_through_cgroup_kill_and_removes_the_leaf() {
         .clone();
     assert_eq!(kill["reason"], "kill");
     assert_eq!(kill["cgroup"], leaf.to_string_lossy().as_ref());
-    assert!(
-        g.log().contains("cgroup.kill"),
-        "the -vv log names cgroup.kill: {}",
-        g.log()
-    );
+    assert!(g.log().contains("cgroup.kill"), "the -vv log names cgroup.kill: {}", g.log());
     let released = g.wait_event("released");
     assert_eq!(released["cgroup"], leaf.to_string_lossy().as_ref());
-    assert!(
-        tagged(&n).is_empty(),
-        "the SIGTERM-ignoring tree is gone: {:?}",
-        tagged(&n)
-    );
+    assert!(tagged(&n).is_empty(), "the SIGTERM-ignoring tree is gone: {:?}", tagged(&n));
     assert!(!leaf.exists(), "the leaf was removed");
-    assert!(
-        cg.path.exists(),
-        "guardian leaves the delegated parent alone"
-    );
+    assert!(cg.path.exists(), "guardian leaves the delegated parent alone");
 }
 
 #[test]
@@ -559,69 +439,31 @@ fn sweep_removes_a_dead_guardians_leaf_and_keeps_a_live_ones() {
     let (na, nb) = (nonce(), nonce());
     let mut a = start(
         Some(&cg.path),
-        &[
-            "--cgroup",
-            "auto",
-            "--",
-            "sh",
-            "-c",
-            &format!("trap '' TERM; sleep 1000.{na} & wait"),
-        ],
+        &["--cgroup", "auto", "--", "sh", "-c", &format!("trap '' TERM; sleep 1000.{na} & wait")],
     );
-    let mut b = start(
-        Some(&cg.path),
-        &["--cgroup", "auto", "--", "sleep", &format!("1000.{nb}")],
-    );
+    let mut b = start(Some(&cg.path), &["--cgroup", "auto", "--", "sleep", &format!("1000.{nb}")]);
     let (leaf_a, leaf_b) = (a.leaf(), b.leaf());
-    wait_until("both providers' sleeps run", || {
-        tagged(&na).len() == 1 && tagged(&nb).len() == 1
-    });
+    wait_until("both providers' sleeps run", || tagged(&na).len() == 1 && tagged(&nb).len() == 1);
 
     // guardian A dies without any chance to clean up.
     let _ = a.child.kill();
     let _ = a.child.wait();
-    assert!(
-        leaf_a.exists() && populated(&leaf_a),
-        "A's leaf outlives its guardian, with its tree"
-    );
+    assert!(leaf_a.exists() && populated(&leaf_a), "A's leaf outlives its guardian, with its tree");
     assert_eq!(tagged(&na).len(), 1, "A's orphaned sleep still runs");
 
     let out = Command::new("setpriv")
-        .args([
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
-            "--",
-            guardian_bin(),
-            "sweep",
-            "--cgroup",
-        ])
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--", guardian_bin(), "sweep", "--cgroup"])
         .arg(&cg.path)
         .output()
         .expect("run guardian sweep");
     let text = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "sweep: {text} {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        text.contains(&format!("removed {}", leaf_a.display())),
-        "{text}"
-    );
-    assert!(
-        text.contains(&format!("kept {}", leaf_b.display())),
-        "{text}"
-    );
+    assert_eq!(out.status.code(), Some(0), "sweep: {text} {}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains(&format!("removed {}", leaf_a.display())), "{text}");
+    assert!(text.contains(&format!("kept {}", leaf_b.display())), "{text}");
     assert!(!leaf_a.exists(), "the dead guardian's leaf is gone");
     wait_until("A's orphan is dead", || tagged(&na).is_empty());
     assert!(leaf_b.exists(), "the live guardian's leaf is untouched");
-    assert_eq!(
-        tagged(&nb).len(),
-        1,
-        "the live guardian's provider still runs"
-    );
+    assert_eq!(tagged(&nb).len(), 1, "the live guardian's provider still runs");
 
     b.signal(rustix::process::Signal::TERM);
     assert_eq!(b.finish().code(), Some(143), "stderr: {}", b.log());
@@ -633,47 +475,21 @@ fn concurrent_guardians_do_not_kill_each_other() {
     let mount = need_delegation!();
     let cg = TestCgroup::new(&mount, true);
     let (na, nb) = (nonce(), nonce());
-    let mut b = start(
-        Some(&cg.path),
-        &[
-            "--cgroup",
-            "auto",
-            "--",
-            "sh",
-            "-c",
-            &format!("sleep 1000.{nb}1 & sleep 1000.{nb}2"),
-        ],
-    );
+    let mut b =
+        start(Some(&cg.path), &["--cgroup", "auto", "--", "sh", "-c", &format!("sleep 1000.{nb}1 & sleep 1000.{nb}2")]);
     let leaf_b = b.leaf();
     wait_until("B's tree runs", || tagged(&nb).len() == 2);
     let mut a = start(
         Some(&cg.path),
-        &[
-            "--cgroup",
-            "auto",
-            "--grace",
-            "200ms",
-            "--",
-            "sh",
-            "-c",
-            &format!("trap '' TERM; sleep 1000.{na} & exit 0"),
-        ],
+        &["--cgroup", "auto", "--grace", "200ms", "--", "sh", "-c", &format!("trap '' TERM; sleep 1000.{na} & exit 0")],
     );
     let leaf_a = a.leaf();
     assert_ne!(leaf_a, leaf_b, "each guardian has its own leaf");
     assert_eq!(a.finish().code(), Some(0), "stderr: {}", a.log());
-    assert!(
-        a.seen
-            .iter()
-            .any(|v| v["event"] == "signal" && v["target"] == "cgroup" && v["signal"] == "SIGKILL")
-    );
+    assert!(a.seen.iter().any(|v| v["event"] == "signal" && v["target"] == "cgroup" && v["signal"] == "SIGKILL"));
     assert!(tagged(&na).is_empty(), "A's tree is gone");
     assert!(!leaf_a.exists());
-    assert_eq!(
-        tagged(&nb).len(),
-        2,
-        "B's tree is untouched by A's cgroup.kill"
-    );
+    assert_eq!(tagged(&nb).len(), 2, "B's tree is untouched by A's cgroup.kill");
     assert!(leaf_b.exists() && populated(&leaf_b));
     b.signal(rustix::process::Signal::TERM);
     assert_eq!(b.finish().code(), Some(143), "stderr: {}", b.log());
@@ -690,27 +506,13 @@ fn a_fork_storm_is_stopped() {
     let storm = format!(
         "trap '' TERM; for j in 1 2 3 4; do (i=0; while [ $i -lt 400 ]; do sleep 1000.{n} & i=$((i+1)); done; wait) & done; wait"
     );
-    let mut g = start(
-        Some(&cg.path),
-        &[
-            "-vv", "--cgroup", "auto", "--grace", "300ms", "--", "sh", "-c", &storm,
-        ],
-    );
+    let mut g = start(Some(&cg.path), &["-vv", "--cgroup", "auto", "--grace", "300ms", "--", "sh", "-c", &storm]);
     let leaf = g.leaf();
     wait_until("the storm is under way", || tagged(&n).len() >= 50);
     g.signal(rustix::process::Signal::TERM);
     let status = g.finish();
-    assert_eq!(
-        status.code(),
-        Some(137),
-        "the provider ignored SIGTERM; stderr: {}",
-        g.log()
-    );
-    assert!(
-        g.seen
-            .iter()
-            .any(|v| v["event"] == "signal" && v["target"] == "cgroup" && v["signal"] == "SIGKILL")
-    );
+    assert_eq!(status.code(), Some(137), "the provider ignored SIGTERM; stderr: {}", g.log());
+    assert!(g.seen.iter().any(|v| v["event"] == "signal" && v["target"] == "cgroup" && v["signal"] == "SIGKILL"));
     assert!(tagged(&n).is_empty(), "every sleeper of the storm is gone");
     assert!(!leaf.exists(), "the leaf was removed");
 }
@@ -719,17 +521,7 @@ fn a_fork_storm_is_stopped() {
 fn auto_falls_back_to_the_subreaper_where_not_delegated() {
     let n = nonce();
     let provider = format!("sleep 1000.{n} & exit 7");
-    let args = [
-        "-vv",
-        "--cgroup",
-        "auto",
-        "--grace",
-        "0",
-        "--",
-        "sh",
-        "-c",
-        provider.as_str(),
-    ];
+    let args = ["-vv", "--cgroup", "auto", "--grace", "0", "--", "sh", "-c", provider.as_str()];
     let (_cg, mut g) = match delegation_env() {
         Ok(mount) => {
             // A cgroup root owns and does not delegate: uid 65534 may not write it.
@@ -745,27 +537,13 @@ fn auto_falls_back_to_the_subreaper_where_not_delegated() {
     let spawned = g.wait_event("spawned");
     let status = g.finish();
     assert_eq!(status.code(), Some(7), "stderr: {}", g.log());
-    let fallback = g
-        .seen
-        .iter()
-        .find(|v| v["event"] == "fallback" && v["what"] == "cgroup")
-        .cloned();
+    let fallback = g.seen.iter().find(|v| v["event"] == "fallback" && v["what"] == "cgroup").cloned();
     match (&_cg, fallback) {
         (_, Some(f)) => {
             assert_eq!(spawned["mode"], "subreaper", "{spawned}");
             assert!(spawned["cgroup"].is_null());
-            assert!(
-                f["detail"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .contains("subreaper"),
-                "{f}"
-            );
-            assert!(
-                g.log().contains("running as a plain subreaper"),
-                "debug log says so: {}",
-                g.log()
-            );
+            assert!(f["detail"].as_str().unwrap_or_default().contains("subreaper"), "{f}");
+            assert!(g.log().contains("running as a plain subreaper"), "debug log says so: {}", g.log());
         }
         (Some(_), None) => panic!("no fallback event in a non-delegated cgroup: {:?}", g.seen),
         (None, None) => {
@@ -773,10 +551,7 @@ fn auto_falls_back_to_the_subreaper_where_not_delegated() {
             assert_eq!(spawned["mode"], "cgroup");
         }
     }
-    assert!(
-        tagged(&n).is_empty(),
-        "the subreaper path still stops the tree"
-    );
+    assert!(tagged(&n).is_empty(), "the subreaper path still stops the tree");
 }
 
 #[test]
@@ -795,22 +570,12 @@ fn an_unusable_explicit_path_exits_125_naming_file_and_permission() {
             }
             None => Command::new(guardian_bin()),
         };
-        let out = c
-            .args(args)
-            .stdin(Stdio::null())
-            .output()
-            .expect("run guardian");
-        (
-            out.status.code(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
+        let out = c.args(args).stdin(Stdio::null()).output().expect("run guardian");
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
     };
     let (code, err) = run(None, &["--cgroup", "/nonexistent/guardian-test", "true"]);
     assert_eq!(code, Some(125), "{err}");
-    assert!(
-        err.contains("/nonexistent/guardian-test") && err.lines().count() == 1,
-        "{err}"
-    );
+    assert!(err.contains("/nonexistent/guardian-test") && err.lines().count() == 1, "{err}");
     let (code, err) = run(None, &["--cgroup", "/proc", "true"]);
     assert_eq!(code, Some(125), "{err}");
     assert!(err.contains("not a cgroup v2 directory"), "{err}");
@@ -832,30 +597,21 @@ fn an_unusable_explicit_path_exits_125_naming_file_and_permission() {
     let other = elsewhere.path.to_string_lossy().into_owned();
     let (code, err) = run(Some(&cg.path), &["--cgroup", &other, "true"]);
     assert_eq!(code, Some(125), "{err}");
-    assert!(
-        err.contains("cgroup.procs") && err.contains("write"),
-        "{err}"
-    );
+    assert!(err.contains("cgroup.procs") && err.contains("write"), "{err}");
 
     // A delegated cgroup without the memory controller (as on hybrid hosts): the error
     // names the controller and the fix.
     let delegated = TestCgroup::new(&mount, true);
     let path = delegated.path.to_string_lossy().into_owned();
-    let has_memory = std::fs::read_to_string(delegated.path.join("cgroup.controllers"))
-        .is_ok_and(|t| t.contains("memory"));
+    let has_memory =
+        std::fs::read_to_string(delegated.path.join("cgroup.controllers")).is_ok_and(|t| t.contains("memory"));
     if !has_memory {
-        let (code, err) = run(
-            Some(&delegated.path),
-            &["--cgroup", &path, "--memory-max", "64M", "true"],
-        );
+        let (code, err) = run(Some(&delegated.path), &["--cgroup", &path, "--memory-max", "64M", "true"]);
         assert_eq!(code, Some(125), "{err}");
-        assert!(
-            err.contains("memory controller") && err.contains("subtree_control"),
-            "{err}"
-        );
+        assert!(err.contains("memory controller") && err.contains("subtree_control"), "{err}");
     }
-    assert!(std::fs::read_dir(&delegated.path).is_ok_and(|rd| {
-        !rd.flatten()
-            .any(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-    }));
+    assert!(
+        std::fs::read_dir(&delegated.path)
+            .is_ok_and(|rd| { !rd.flatten().any(|e| e.file_type().is_ok_and(|t| t.is_dir())) })
+    );
 }
