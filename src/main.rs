@@ -3,11 +3,12 @@
 //! child subreaper, take over the events fd, watch the parent, and only then start the
 //! provider; then the supervise loop runs until release.
 //!
-//! Modules: `cli` (options), `signals` (names, handled set), `sys` (all `unsafe`), `pidref`
-//! (process handle), `proctree` (/proc), `spawn` (provider start), `supervise` (event loop,
+//! Modules: `cli` (options), `doctor` (capability check), `signals` (names, handled set),
+//! `sys` (all `unsafe`), `pidref` (process handle), `proctree` (/proc), `spawn` (provider start), `supervise` (event loop,
 //! states, grace period), `teardown` (signalling rounds), `events` (JSON Lines), `log`.
 
 mod cli;
+mod doctor;
 mod events;
 mod log;
 mod pidref;
@@ -42,7 +43,9 @@ fn run() -> i32 {
     log::set_level(cli::verbosity(&cli));
     if let Some(sub) = &cli.sub {
         return match sub {
-            cli::Sub::Sweep { .. } | cli::Sub::Doctor { .. } => {
+            // The subcommand's --cgroup, else the one guardian itself would use (GUARDIAN_CGROUP).
+            cli::Sub::Doctor { json, cgroup } => doctor::run(*json, cgroup.as_ref().or(cli.cgroup.as_ref())),
+            cli::Sub::Sweep { .. } => {
                 fatal!("this subcommand is not implemented yet");
                 EXIT_GUARDIAN
             }
