@@ -1,7 +1,7 @@
 PREFIX ?= /usr/local
 CARGO ?= cargo
 
-.PHONY: build release test lint install run-example clean man completions check-generated
+.PHONY: build release test lint install run-example clean man completions check-generated deb static musl
 
 build:
 	$(CARGO) build
@@ -49,3 +49,23 @@ check-generated:
 	else \
 		echo "check-generated: stale generated files; run 'make man completions' and commit" >&2; exit 1; \
 	fi
+
+# Debian package (needs cargo-deb: cargo install cargo-deb --locked). Output: target/debian/.
+deb:
+	$(CARGO) deb --package guardian
+
+# Statically linked glibc build. The explicit --target keeps RUSTFLAGS away from build
+# scripts and proc-macros, which must stay dynamic.
+STATIC_TARGET = x86_64-unknown-linux-gnu
+static:
+	RUSTFLAGS="-C target-feature=+crt-static" $(CARGO) build --release --package guardian --target $(STATIC_TARGET)
+	@ls -l target/$(STATIC_TARGET)/release/guardian
+	@file target/$(STATIC_TARGET)/release/guardian 2>/dev/null || true
+
+# Static musl build; needs the rustup target (no C toolchain: guardian has no C code).
+MUSL_TARGET = x86_64-unknown-linux-musl
+musl:
+	@rustup target list --installed 2>/dev/null | grep -qx $(MUSL_TARGET) || rustup target add $(MUSL_TARGET) || \
+		{ echo "make musl: could not add the $(MUSL_TARGET) target with rustup; install it and retry" >&2; exit 1; }
+	$(CARGO) build --release --package guardian --target $(MUSL_TARGET)
+	@ls -l target/$(MUSL_TARGET)/release/guardian
