@@ -6,19 +6,19 @@
 //! DIR` writes `DIR/guardian.bash`, `DIR/_guardian` and `DIR/guardian.fish`. The output is
 //! deterministic (no date), so `make check-generated` can diff it against the checked-in files.
 
-// The CLI definition, shared with the guardian binary. Its parsers are never run here.
+// The CLI definition, shared with the guardian binary.
 #[allow(dead_code)]
 #[path = "../../src/cli.rs"]
 mod cli;
 
-/// Stand-in for guardian's `signals` module, which `cli.rs` needs only for its
-/// `--stop-signal` value parser (never run while generating documentation).
+// cli.rs parses --stop-signal through guardian's `signals`, which uses `sys`; include both
+// so the definition (and cli.rs's own tests) behave exactly as in the binary.
 #[allow(dead_code)]
-mod signals {
-    pub fn parse(text: &str) -> Result<i32, String> {
-        Err(format!("xtask does not parse signals ('{text}')"))
-    }
-}
+#[path = "../../src/signals.rs"]
+mod signals;
+#[allow(dead_code)]
+#[path = "../../src/sys.rs"]
+mod sys;
 
 mod man;
 
