@@ -3,12 +3,14 @@
 //! child subreaper, take over the events fd, watch the parent, and only then start the
 //! provider; then the supervise loop runs until release.
 //!
-//! Modules: `cgroup` (leaf cgroups, `sweep`), `cli` (options), `signals` (names, handled set), `sys` (all `unsafe`), `pidref`
-//! (process handle), `proctree` (/proc), `spawn` (provider start), `supervise` (event loop,
+//! Modules: `cgroup` (leaf cgroups, `sweep`), `cli` (options), `doctor` (capability check),
+//! `signals` (names, handled set), `sys` (all `unsafe`), `pidref` (process handle), `proctree`
+//! (/proc), `spawn` (provider start), `supervise` (event loop,
 //! states, grace period), `teardown` (signalling rounds), `events` (JSON Lines), `log`.
 
 mod cgroup;
 mod cli;
+mod doctor;
 mod events;
 mod log;
 mod pidref;
@@ -44,10 +46,8 @@ fn run() -> i32 {
     if let Some(sub) = &cli.sub {
         return match sub {
             cli::Sub::Sweep { cgroup } => cgroup::sweep(cgroup.as_deref()),
-            cli::Sub::Doctor { .. } => {
-                fatal!("this subcommand is not implemented yet");
-                EXIT_GUARDIAN
-            }
+            // The subcommand's --cgroup, else the one guardian itself would use (GUARDIAN_CGROUP).
+            cli::Sub::Doctor { json, cgroup } => doctor::run(*json, cgroup.as_ref().or(cli.cgroup.as_ref())),
         };
     }
     match setup_and_supervise(cli) {
