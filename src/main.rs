@@ -20,6 +20,8 @@ mod spawn;
 mod supervise;
 mod sys;
 mod teardown;
+#[cfg(feature = "test-hooks")]
+mod test_hooks;
 
 use std::os::fd::OwnedFd;
 

@@ -272,6 +272,8 @@ impl Tree {
             }
         };
         let desc = proctree::descendants(&all, self.self_pid);
+        #[cfg(feature = "test-hooks")]
+        crate::test_hooks::pause_after_scan(&desc, events);
         let members: HashSet<i32> = desc.iter().map(|s| s.pid).chain([self.self_pid]).collect();
         let mut sent = Vec::new();
         for d in &desc {
