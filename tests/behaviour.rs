@@ -247,8 +247,9 @@ fn sigterm_ignoring_descendant_is_killed_after_grace_not_before() {
     assert_eq!(stop["signal"], "SIGTERM");
     // Inside the grace period it still runs (it ignores TERM); SIGKILL has not come.
     let exit = g.wait_event_named("exit");
-    if !g.events().iter().any(|e| e["signal"] == "SIGKILL") {
-        assert!(alive(stubborn), "killed before SIGKILL was sent");
+    // Dead here only if the SIGKILL event was already written (alive first, events second).
+    if !alive(stubborn) {
+        assert!(g.events().iter().any(|e| e["signal"] == "SIGKILL"), "killed before SIGKILL was sent");
     }
     assert_eq!(g.wait_code(), 3, "stderr: {}", g.stderr());
     ctx.assert_nothing_left();
@@ -491,4 +492,27 @@ while :; do wait; done"#
     ctx.assert_nothing_left();
     let ev = g.final_events();
     assert!(find(&ev, |e| e["event"] == "signal" && e["signal"] == "SIGUSR1" && e["target"] == "group").is_some());
+}
+
+/// A broken events pipe (the reader went away) never stops the teardown.
+#[test]
+fn broken_events_pipe_never_stops_the_teardown() {
+    use std::os::fd::FromRawFd;
+    let ctx = Ctx::new("broken-events");
+    let s = ctx.sleep();
+    let mut fds = [0; 2];
+    // SAFETY: fds is a valid array of two ints.
+    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+    // SAFETY: both fds were just created and are owned here only.
+    let (read, write) = unsafe { (File::from_raw_fd(fds[0]), File::from_raw_fd(fds[1])) };
+    drop(read);
+    let mut g = ctx
+        .guardian()
+        .no_events()
+        .args(["--events-fd", "3", "--grace", "300ms"])
+        .pass_fd(write, 3)
+        .script(&format!("{s} & sh -c 'trap \"\" TERM; exec {s}' {} & exit 6", ctx.tag()))
+        .spawn();
+    assert_eq!(g.wait_code(), 6, "stderr: {}", g.stderr());
+    ctx.assert_nothing_left();
 }
