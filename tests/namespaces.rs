@@ -163,7 +163,7 @@ exit 0"#
         tagged_pids(&ctx.nonce).into_iter().find(|&p| stat(p).is_some_and(|(_, ppid, _)| ppid == g.pid()))
     });
     let u_script = format!(
-        r#"for sig in TERM HUP INT QUIT USR1 USR2 CONT ALRM; do trap "echo $sig >> u.log" $sig 2>/dev/null; done; echo $$ > u.pid; while :; do {s} & wait; done"#
+        r#"for sig in TERM HUP INT QUIT USR1 USR2 CONT ALRM; do trap "echo $sig >> u.log" $sig 2>/dev/null; done; echo $$ > u.pid; {s} & C=$!; echo $C > u.child; while kill -0 $C 2>/dev/null; do wait $C; done; echo child-gone >> u.log; exec {s}"#
     );
     let steer = format!(
         r#"echo {} > /proc/sys/kernel/ns_last_pid || exit 1
@@ -182,6 +182,10 @@ wait"#,
     let u: i32 = ctx.wait_pid_file("u.pid");
     assert_eq!(u, victim, "PID steering failed: U got {u}, D had {victim} (something else forked in the namespace)");
     let u_host = wait_for("U's host pid", || host_pid_of(&ctx.nonce, u));
+    // U's child C is a newcomer for guardian's next round whose parent pid is D's old pid: the
+    // newcomer check must see that this parent is not the process it knew.
+    let u_child: i32 = ctx.wait_pid_file("u.child");
+    let u_child_host = wait_for("U's child's host pid", || host_pid_of(&ctx.nonce, u_child));
     assert_ne!(u_host, victim_host);
 
     // Resume guardian: it must discard D's stale entry, and never treat U as its own.
@@ -190,10 +194,13 @@ wait"#,
     wait_for("guardian's status", || ctx.read_line_file("guardian.rc"));
     assert_eq!(ctx.read_line_file("guardian.rc").as_deref(), Some("0"), "stderr: {}", g.stderr());
     assert!(alive(u_host), "the unrelated process that reused D's pid was killed");
+    assert!(alive(u_child_host), "the child of the unrelated process was killed");
     assert_eq!(ctx.read_line_file("u.log"), None, "the unrelated process received a signal");
     let ev = g.final_events();
     for reason in ["stop", "kill"] {
-        assert!(!signalled_pids(&ev, reason).contains(&victim), "guardian signalled reused pid {victim}: {ev:?}");
+        let hit = signalled_pids(&ev, reason);
+        assert!(!hit.contains(&victim), "guardian signalled reused pid {victim}: {ev:?}");
+        assert!(!hit.contains(&u_child), "guardian signalled U's child {u_child}: {ev:?}");
     }
     assert_eq!(rel["status"], 0);
 
