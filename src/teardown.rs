@@ -347,12 +347,22 @@ impl Tree {
             // or anything else (a stranger, or a process gone meanwhile: the full scan decides).
             let mut chain: Vec<Stat> = Vec::new();
             let mut cur = pid;
+            let mut rereads = 0;
             let descends = loop {
                 if let Some(&v) = verdict.get(&cur) {
                     break v;
                 }
                 let Some(st) = proc.stat(cur) else {
-                    break false;
+                    // Gone. If it was the parent of the last process read, that process has
+                    // been reparented meanwhile (to guardian, the subreaper): read it again.
+                    match chain.pop() {
+                        Some(child) if rereads < 8 => {
+                            rereads += 1;
+                            cur = child.pid;
+                            continue;
+                        }
+                        _ => break false,
+                    }
                 };
                 chain.push(st);
                 if st.ppid == self.self_pid || members.contains(&st.ppid) {
