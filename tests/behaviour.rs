@@ -330,6 +330,8 @@ fn fork_storm_converges() {
 /// generation ignores SIGTERM. guardian still catches and kills all of them.
 #[test]
 fn pid_hopper_converges() {
+    // Bounded, so an escaped hopper dies out by itself (~10 s at 2 ms a generation).
+    const GENERATIONS: u32 = 5000;
     let ctx = Ctx::new("hopper");
     ctx.fifo("go");
     let sleep = ctx.tagged_program("sleep");
@@ -345,7 +347,7 @@ fn pid_hopper_converges() {
     let mut g = ctx
         .guardian()
         .args(["--grace", "300ms"])
-        .script(&format!("sh hop.sh 100000 {tag} & {WAIT_GO}; exit 0"))
+        .script(&format!("sh hop.sh {GENERATIONS} {tag} & {WAIT_GO}; exit 0"))
         .spawn();
     wait_for("20 hops", || {
         let n = std::fs::read_to_string(ctx.path("hops")).ok()?.lines().count();
@@ -356,6 +358,10 @@ fn pid_hopper_converges() {
     ctx.assert_nothing_left();
     let rel = g.final_events().pop().unwrap();
     assert!(rel["reaped"].as_u64().unwrap() >= 20, "{rel}");
+    assert!(rel["killed"].as_u64().unwrap() >= 1, "{rel}");
+    // guardian cut the chain: it did not just run out of generations.
+    let hops = std::fs::read_to_string(ctx.path("hops")).unwrap().lines().count();
+    assert!(hops <= GENERATIONS as usize, "the hopper ran to its end ({hops} generations): guardian never caught it");
 }
 
 /// An orphan that exits while the provider still runs is reaped at once: its /proc entry

@@ -141,24 +141,33 @@ pub fn signal_tagged(pid: i32, nonce: &str, sig: i32) -> bool {
     ok
 }
 
-/// Kills every process tagged with `nonce` until none is left (hoppers keep forking).
+/// Kills every process tagged with `nonce` until none is left. Each one is stopped and killed
+/// as soon as it is found, newest pid first, so a hopping chain cannot outrun the cleanup.
 pub fn kill_tagged(nonce: &str) -> Vec<i32> {
+    let me = std::process::id() as i32;
     let mut hit = Vec::new();
-    let end = Instant::now() + Duration::from_secs(10);
-    loop {
-        let pids = tagged_pids(nonce);
-        if pids.is_empty() || Instant::now() > end {
-            return hit;
-        }
+    let end = Instant::now() + Duration::from_secs(20);
+    let mut quiet_rounds = 0;
+    while Instant::now() < end && quiet_rounds < 3 {
+        let mut pids: Vec<i32> = fs::read_dir("/proc")
+            .map(|d| d.flatten().filter_map(|e| e.file_name().to_str()?.parse().ok()).collect())
+            .unwrap_or_default();
+        pids.sort_unstable_by(|a, b| b.cmp(a));
+        let mut found = false;
         for pid in pids {
-            // SIGSTOP first so a forking process cannot run away while we go round.
+            if pid == me || !cmdline(pid).is_some_and(|c| contains(&c, nonce.as_bytes())) {
+                continue;
+            }
+            found = true;
             signal_tagged(pid, nonce, libc::SIGSTOP);
             if signal_tagged(pid, nonce, libc::SIGKILL) && !hit.contains(&pid) {
                 hit.push(pid);
             }
         }
+        quiet_rounds = if found { 0 } else { quiet_rounds + 1 };
         std::thread::sleep(Duration::from_millis(5));
     }
+    hit
 }
 
 /// Polls `f` every [`POLL`] until it returns `Some`, or panics after [`DEADLINE`].
