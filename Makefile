@@ -24,7 +24,7 @@ release:
 
 # The README's test command; .ci/run calls it.
 test:
-	$(CARGO) test --all-targets
+	$(CARGO) test --all-targets --features test-hooks
 
 lint:
 	$(CARGO) fmt --all --check
