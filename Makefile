@@ -1,7 +1,7 @@
 PREFIX ?= /usr/local
 CARGO ?= cargo
 
-.PHONY: build release test lint install run-example clean man completions check-generated deb static musl
+.PHONY: build release test lint install run-example clean bench man completions check-generated deb static musl
 
 build:
 	$(CARGO) build
@@ -39,6 +39,11 @@ install: release
 
 run-example: release
 	$(DIST) -v --events-fd 1 -- sh -c 'setsid env -i sleep 1000 & echo provider done'
+
+# Benchmarks against tini, dumb-init and catatonit (installs them from Debian when missing);
+# writes bench/results/. The shipped static binary is what is measured.
+bench: release
+	GUARDIAN=$(CURDIR)/$(DIST) python3 bench/run --no-build
 
 clean:
 	$(CARGO) clean
