@@ -127,7 +127,11 @@ pub enum Sub {
 
 /// Parses `0`, `500ms`, `10s`, `1.5s`, `1m`, `2h`, `250us`; a bare number is seconds.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let bad = || format!("invalid duration '{text}': use a number with a unit such as 500ms, 10s or 1m (a bare number is seconds)");
+    let bad = || {
+        format!(
+            "invalid duration '{text}': use a number with a unit such as 500ms, 10s or 1m (a bare number is seconds)"
+        )
+    };
     let t = text.trim();
     let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);

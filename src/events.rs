@@ -40,7 +40,9 @@ impl Events {
     /// Takes over the caller's fd `n`. Fails with a message when it is not open.
     pub fn open(n: RawFd) -> Result<Events, String> {
         let inherited = sys::take_inherited_fd(n).ok_or_else(|| {
-            format!("--events-fd {n}: file descriptor {n} is not open; pass one from the caller (e.g. `{n}>events.jsonl`)")
+            format!(
+                "--events-fd {n}: file descriptor {n} is not open; pass one from the caller (e.g. `{n}>events.jsonl`)"
+            )
         })?;
         let dup = |fd: &OwnedFd| {
             rustix::io::fcntl_dupfd_cloexec(fd, 3)

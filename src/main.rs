@@ -83,7 +83,8 @@ fn fail(msg: String) -> Failure {
 fn setup_and_supervise(cli: cli::Cli) -> Result<i32, Failure> {
     if sys::is_setid() {
         return Err(fail(
-            "refusing to run setuid/setgid (real and effective ids differ); install guardian without the set-id bit".into(),
+            "refusing to run setuid/setgid (real and effective ids differ); install guardian without the set-id bit"
+                .into(),
         ));
     }
     let me = std::process::id() as i32;
@@ -91,18 +92,21 @@ fn setup_and_supervise(cli: cli::Cli) -> Result<i32, Failure> {
     // 1. Signals: remember what the caller gave us, block what guardian handles.
     let sigchld_ignored = sys::is_ignored(libc::SIGCHLD);
     if sigchld_ignored {
-        sys::set_default_disposition(libc::SIGCHLD).map_err(|e| fail(format!("sigaction(SIGCHLD, SIG_DFL) failed: {e}")))?;
+        sys::set_default_disposition(libc::SIGCHLD)
+            .map_err(|e| fail(format!("sigaction(SIGCHLD, SIG_DFL) failed: {e}")))?;
     }
     let handled = signals::handled(&sys::is_ignored);
-    let original_mask = sys::set_sigmask(libc::SIG_BLOCK, &handled)
-        .map_err(|e| fail(format!("sigprocmask(SIG_BLOCK) failed: {e}")))?;
+    let original_mask =
+        sys::set_sigmask(libc::SIG_BLOCK, &handled).map_err(|e| fail(format!("sigprocmask(SIG_BLOCK) failed: {e}")))?;
     let sigfd = sys::signalfd(&handled).map_err(|e| {
         fail(format!("signalfd() failed: {e}; guardian needs signalfd (Linux 2.6.22) to supervise without races"))
     })?;
 
     // 2. Subreaper before the provider exists, so every orphan of its tree comes to us.
-    rustix::process::set_child_subreaper(Some(rustix::process::Pid::from_raw(me).ok_or_else(|| fail("bad pid".into()))?))
-        .map_err(|e| fail(format!("prctl(PR_SET_CHILD_SUBREAPER) failed: {e}")))?;
+    rustix::process::set_child_subreaper(Some(
+        rustix::process::Pid::from_raw(me).ok_or_else(|| fail("bad pid".into()))?,
+    ))
+    .map_err(|e| fail(format!("prctl(PR_SET_CHILD_SUBREAPER) failed: {e}")))?;
 
     // 3. Events fd: ours, close-on-exec, before the provider could inherit it.
     let mut events = match cli.events_fd {
@@ -120,7 +124,9 @@ fn setup_and_supervise(cli: cli::Cli) -> Result<i32, Failure> {
         (true, false) => Discovery::Scan,
         (_, true) => Discovery::Broadcast,
         (false, false) => {
-            warn!("/proc is missing or belongs to another PID namespace: descendants cannot be identified; only the provider will be signalled");
+            warn!(
+                "/proc is missing or belongs to another PID namespace: descendants cannot be identified; only the provider will be signalled"
+            );
             events.emit("fallback", json!({"what": "proc", "errno": "ENOENT", "detail": "descendants cannot be listed; waiting for them to exit"}));
             Discovery::Blind
         }

@@ -54,10 +54,6 @@ impl PidRef {
                 other => return other,
             }
         }
-        if self.unreaped_child {
-            sys::kill(-self.pid, sig)
-        } else {
-            Err(io::Error::from_raw_os_error(libc::ESRCH))
-        }
+        if self.unreaped_child { sys::kill(-self.pid, sig) } else { Err(io::Error::from_raw_os_error(libc::ESRCH)) }
     }
 }

@@ -86,7 +86,8 @@ impl Proc {
 
     /// Every process visible in `/proc`.
     pub fn scan(&mut self) -> io::Result<Vec<Stat>> {
-        let dirfd = rustix::fs::openat(&self.dir, ".", OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?;
+        let dirfd =
+            rustix::fs::openat(&self.dir, ".", OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?;
         let mut pids = Vec::with_capacity(256);
         let mut dir = Dir::read_from(&dirfd)?;
         while let Some(entry) = dir.read() {

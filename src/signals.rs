@@ -81,7 +81,13 @@ pub fn parse(text: &str) -> Result<i32, String> {
         }
         let (sign, digits) = rest.split_at(1);
         let off: i32 = digits.parse().ok()?;
-        let v = if sign == "+" { base + off } else if sign == "-" { base - off } else { return None };
+        let v = if sign == "+" {
+            base + off
+        } else if sign == "-" {
+            base - off
+        } else {
+            return None;
+        };
         (min..=max).contains(&v).then_some(v)
     };
     if let Some(rest) = bare.strip_prefix("RTMIN") {

@@ -57,8 +57,8 @@ pub fn spawn(cfg: &SpawnConfig<'_>, events: &mut Events) -> Result<Spawned, Spaw
     argv.push(std::ptr::null());
     let shown = sys::lossy(&args[0]);
 
-    let (err_read, err_write) = pipe_with(PipeFlags::CLOEXEC)
-        .map_err(|e| SpawnError::guardian(format!("pipe2(O_CLOEXEC) failed: {e}")))?;
+    let (err_read, err_write) =
+        pipe_with(PipeFlags::CLOEXEC).map_err(|e| SpawnError::guardian(format!("pipe2(O_CLOEXEC) failed: {e}")))?;
     let plan = sys::ExecPlan {
         argv: &argv,
         original_mask: cfg.original_mask,

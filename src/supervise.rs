@@ -70,7 +70,10 @@ struct Stop {
 pub enum ParentWatch {
     Pidfd(OwnedFd),
     /// pidfd_open was refused: compare getppid() on a bounded interval.
-    Poll { ppid: i32, next: Duration },
+    Poll {
+        ppid: i32,
+        next: Duration,
+    },
 }
 
 pub struct Settings {
@@ -204,7 +207,8 @@ impl Supervisor {
                 fds.push(PollFd::from_borrowed_fd(fd, PollFlags::OUT));
                 fds.len() - 1
             });
-            let ts = timeout.map(|t| rustix::event::Timespec { tv_sec: t.as_secs() as i64, tv_nsec: t.subsec_nanos() as i64 });
+            let ts = timeout
+                .map(|t| rustix::event::Timespec { tv_sec: t.as_secs() as i64, tv_nsec: t.subsec_nanos() as i64 });
             match rustix::event::poll(&mut fds, ts.as_ref()) {
                 Ok(_) | Err(rustix::io::Errno::INTR) => {}
                 Err(e) => crate::warn!("poll() failed: {e}"),

@@ -56,6 +56,7 @@ impl SigSet {
         }
     }
 
+    #[cfg(test)]
     pub fn contains(&self, sig: i32) -> bool {
         // SAFETY: the set is initialised and only read.
         unsafe { libc::sigismember(&self.0, sig) == 1 }
@@ -100,7 +101,6 @@ pub struct SigInfo {
     pub signo: i32,
     /// Sender's pid (0 for the kernel).
     pub pid: u32,
-    pub code: i32,
 }
 
 /// Creates a non-blocking, close-on-exec signalfd for `set`.
@@ -131,7 +131,7 @@ pub fn read_signalfd(fd: BorrowedFd<'_>) -> io::Result<Option<SigInfo>> {
         if n as usize != size {
             return Ok(None);
         }
-        Ok(Some(SigInfo { signo: info.ssi_signo as i32, pid: info.ssi_pid, code: info.ssi_code }))
+        Ok(Some(SigInfo { signo: info.ssi_signo as i32, pid: info.ssi_pid }))
     }
 }
 
@@ -141,13 +141,7 @@ pub fn pidfd_send_signal(pidfd: BorrowedFd<'_>, sig: i32, flags: u32) -> io::Res
     // SAFETY: plain syscall with an fd we borrow, a signal number, a null siginfo (the
     // kernel then fills in a SI_USER siginfo) and flags.
     let rc = unsafe {
-        libc::syscall(
-            libc::SYS_pidfd_send_signal,
-            pidfd.as_raw_fd(),
-            sig,
-            std::ptr::null::<libc::siginfo_t>(),
-            flags,
-        )
+        libc::syscall(libc::SYS_pidfd_send_signal, pidfd.as_raw_fd(), sig, std::ptr::null::<libc::siginfo_t>(), flags)
     };
     cvt_long(rc).map(drop)
 }
@@ -270,9 +264,7 @@ pub fn clone3(cgroup: Option<BorrowedFd<'_>>) -> io::Result<Forked> {
     // SAFETY: without CLONE_VM the child gets a private copy of the address space, like
     // fork(); guardian is single-threaded, so no lock can be held by another thread in the
     // copy. `args` and `pidfd` live across the call and the size passed matches the struct.
-    let rc = unsafe {
-        libc::syscall(libc::SYS_clone3, &mut args as *mut CloneArgs, std::mem::size_of::<CloneArgs>())
-    };
+    let rc = unsafe { libc::syscall(libc::SYS_clone3, &mut args as *mut CloneArgs, std::mem::size_of::<CloneArgs>()) };
     match cvt_long(rc)? {
         0 => Ok(Forked::Child),
         pid => {
@@ -421,9 +413,8 @@ pub fn monotonic() -> Duration {
 /// not change the socket's shared file status flags and raises no SIGPIPE.
 pub fn send_nonblocking(fd: BorrowedFd<'_>, buf: &[u8]) -> io::Result<usize> {
     // SAFETY: buf is valid for len bytes.
-    let n = unsafe {
-        libc::send(fd.as_raw_fd(), buf.as_ptr().cast(), buf.len(), libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL)
-    };
+    let n =
+        unsafe { libc::send(fd.as_raw_fd(), buf.as_ptr().cast(), buf.len(), libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL) };
     if n < 0 { Err(io::Error::last_os_error()) } else { Ok(n as usize) }
 }
 

@@ -7,7 +7,6 @@
 //! run and when the grace period ends; the kernel's ECHILD decides when the tree is gone.
 
 use std::collections::HashSet;
-use std::io;
 
 use serde_json::json;
 
@@ -83,7 +82,14 @@ impl Tree {
     /// One round: sends the phase's signal to every descendant that has not had it yet.
     /// `provider` is skipped while it is unreaped (it has its own handle). Returns how many
     /// processes were signalled.
-    pub fn round(&mut self, phase: Phase, stop_signal: i32, provider: Option<i32>, reason: &str, events: &mut Events) -> usize {
+    pub fn round(
+        &mut self,
+        phase: Phase,
+        stop_signal: i32,
+        provider: Option<i32>,
+        reason: &str,
+        events: &mut Events,
+    ) -> usize {
         let sig = match phase {
             Phase::Stop => stop_signal,
             Phase::Kill => libc::SIGKILL,
@@ -205,9 +211,4 @@ impl Tree {
         // A direct child that guardian has not reaped cannot have had its pid reused.
         (seen.ppid == self.self_pid).then(|| PidRef::child(seen.pid, None))
     }
-}
-
-/// Reads `io::Error` into an errno name for messages.
-pub fn errno_of(e: &io::Error) -> &'static str {
-    sys::errno_name(e.raw_os_error().unwrap_or(0))
 }
