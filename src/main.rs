@@ -1,7 +1,8 @@
 //! guardian: a Linux process-tree guardian. `main` wires the modules together in the order
-//! the guarantees need: parse options, refuse setuid, block the handled signals, become a
-//! child subreaper, take over the events fd, watch the parent, and only then start the
-//! provider; then the supervise loop runs until release.
+//! the guarantees need: parse options, refuse setuid, take over the events fd (so a failed
+//! setup step is reported there), block the handled signals, become a child subreaper, watch
+//! the parent, and only then start the provider; then probe whether pidfds may signal, and
+//! the supervise loop runs until release.
 //!
 //! Modules: `cli` (options), `signals` (names, handled set), `sys` (all `unsafe`), `pidref`
 //! (process handle), `proctree` (/proc), `spawn` (provider start), `supervise` (event loop,
@@ -18,7 +19,7 @@ mod supervise;
 mod sys;
 mod teardown;
 
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, OwnedFd};
 
 use clap::Parser;
 use serde_json::json;
@@ -80,15 +81,19 @@ fn fail(msg: String) -> Failure {
     (EXIT_GUARDIAN, msg)
 }
 
-fn setup_and_supervise(cli: cli::Cli) -> Result<i32, Failure> {
-    if sys::is_setid() {
-        return Err(fail(
-            "refusing to run setuid/setgid (real and effective ids differ); install guardian without the set-id bit"
-                .into(),
-        ));
-    }
-    let me = std::process::id() as i32;
+/// What setup produced for the supervise loop.
+struct Started {
+    sigfd: OwnedFd,
+    parent: Option<ParentWatch>,
+    discovery: Discovery,
+    proc: Option<proctree::Proc>,
+    spawned: spawn::Spawned,
+    take_terminal: bool,
+}
 
+/// Every setup step up to and including the provider's start; on failure nothing it started
+/// is left running.
+fn start(cli: &cli::Cli, events: &mut Events, me: i32) -> Result<Started, Failure> {
     // 1. Signals: remember what the caller gave us, block what guardian handles.
     let sigchld_ignored = sys::is_ignored(libc::SIGCHLD);
     if sigchld_ignored {
@@ -108,16 +113,10 @@ fn setup_and_supervise(cli: cli::Cli) -> Result<i32, Failure> {
     ))
     .map_err(|e| fail(format!("prctl(PR_SET_CHILD_SUBREAPER) failed: {e}")))?;
 
-    // 3. Events fd: ours, close-on-exec, before the provider could inherit it.
-    let mut events = match cli.events_fd {
-        Some(n) => Events::open(n).map_err(fail)?,
-        None => Events::disabled(),
-    };
+    // 3. Parent watch: pidfd on the parent, re-checked after opening.
+    let parent = if cli.no_parent_watch { None } else { watch_parent(events)? };
 
-    // 4. Parent watch: pidfd on the parent, re-checked after opening.
-    let parent = if cli.no_parent_watch { None } else { watch_parent(&mut events)? };
-
-    // 5. How descendants will be found at teardown.
+    // 4. How descendants will be found at teardown.
     let mut proc = proctree::Proc::open().ok();
     let own_proc = proc.as_mut().is_some_and(|p| p.is_own_namespace());
     let discovery = match (own_proc, me == 1) {
@@ -132,10 +131,10 @@ fn setup_and_supervise(cli: cli::Cli) -> Result<i32, Failure> {
         }
     };
 
-    // 6. Terminal: hand the foreground to the provider only if guardian has it.
+    // 5. Terminal: hand the foreground to the provider only if guardian has it.
     let take_terminal = sys::isatty(0) && sys::tcgetpgrp(0).ok() == Some(sys::getpgrp());
 
-    // 7. Start the provider.
+    // 6. Start the provider.
     let cfg = spawn::SpawnConfig {
         argv: &cli.command,
         original_mask,
@@ -143,12 +142,42 @@ fn setup_and_supervise(cli: cli::Cli) -> Result<i32, Failure> {
         take_terminal,
         cgroup: None,
     };
-    let spawned = match spawn::spawn(&cfg, &mut events) {
-        Ok(s) => s,
-        Err(e) => {
-            events.emit("error", json!({"status": e.status, "message": e.message}));
+    let spawned = spawn::spawn(&cfg, events).map_err(|e| (e.status, e.message))?;
+
+    // 7. Can pidfds signal? A pidfd on guardian itself, or else on the provider (its unreaped
+    // child), both always permitted targets, tells a refused interface from a denied target.
+    match sys::pidfd_open(me) {
+        Ok(fd) => pidref::probe_pidfd_signal(fd.as_fd(), events),
+        Err(_) => {
+            if let Some(fd) = spawned.provider.pidfd() {
+                pidref::probe_pidfd_signal(fd, events);
+            }
+        }
+    }
+    Ok(Started { sigfd, parent, discovery, proc, spawned, take_terminal })
+}
+
+fn setup_and_supervise(cli: cli::Cli) -> Result<i32, Failure> {
+    if sys::is_setid() {
+        return Err(fail(
+            "refusing to run setuid/setgid (real and effective ids differ); install guardian without the set-id bit"
+                .into(),
+        ));
+    }
+    let me = std::process::id() as i32;
+
+    // Events fd first: ours, close-on-exec, before the provider could inherit it, and open
+    // early so that a failed setup step is reported there as an `error` event.
+    let mut events = match cli.events_fd {
+        Some(n) => Events::open(n).map_err(fail)?,
+        None => Events::disabled(),
+    };
+    let Started { sigfd, parent, discovery, proc, spawned, take_terminal } = match start(&cli, &mut events, me) {
+        Ok(started) => started,
+        Err((status, message)) => {
+            events.emit("error", json!({"status": status, "message": message}));
             events.close(std::time::Duration::from_secs(1));
-            return Err((e.status, e.message));
+            return Err((status, message));
         }
     };
     let mode = if me == 1 { "pid1" } else { "subreaper" };
@@ -197,6 +226,5 @@ fn watch_parent(events: &mut Events) -> Result<Option<ParentWatch>, Failure> {
             "the parent process ({ppid}) exited before the provider could start; nothing was started"
         )));
     }
-    let _: Option<&OwnedFd> = None;
     Ok(Some(watch))
 }

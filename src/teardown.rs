@@ -72,7 +72,7 @@ impl Tree {
             discovery,
             self_pid: std::process::id() as i32,
             proc,
-            use_pidfd: true,
+            use_pidfd: crate::pidref::pidfd_signal_usable(),
             stopped: HashSet::new(),
             killed: HashSet::new(),
             stats: Stats::default(),
