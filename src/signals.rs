@@ -101,7 +101,9 @@ pub fn parse(text: &str) -> Result<i32, String> {
 
 /// Every signal guardian blocks and reads from its signalfd: all catchable signals except
 /// the synchronous faults, and except those ignored when guardian started (they stay
-/// ignored for guardian and, inherited, for the provider). SIGCHLD is always handled.
+/// ignored for guardian and, inherited, for the provider). SIGCHLD is always handled, and so
+/// is SIGPIPE: the Rust runtime sets it to SIG_IGN before `main`, so its original disposition
+/// is unknowable; like `std::process::Command`, guardian gives the provider SIG_DFL.
 pub fn handled(ignored_at_start: &dyn Fn(i32) -> bool) -> sys::SigSet {
     let mut set = sys::SigSet::empty();
     let (_, max) = sys::sigrt_range();
@@ -109,7 +111,7 @@ pub fn handled(ignored_at_start: &dyn Fn(i32) -> bool) -> sys::SigSet {
         if is_uncatchable_or_fault(sig) || is_libc_reserved(sig) {
             continue;
         }
-        if sig != libc::SIGCHLD && ignored_at_start(sig) {
+        if sig != libc::SIGCHLD && sig != libc::SIGPIPE && ignored_at_start(sig) {
             continue;
         }
         set.add(sig);
@@ -169,6 +171,8 @@ mod tests {
         assert!(set.contains(libc::SIGCHLD), "SIGCHLD is always handled");
         assert!(!set.contains(libc::SIGINT), "ignored at start stays ignored");
         assert!(!set.contains(libc::SIGSEGV));
+        let set = handled(&|s| s == libc::SIGPIPE);
+        assert!(set.contains(libc::SIGPIPE), "SIGPIPE's ignored state is the Rust runtime's, not the caller's");
         assert!(!is_forwarded(libc::SIGCHLD));
         assert!(is_forwarded(libc::SIGWINCH));
     }

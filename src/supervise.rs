@@ -28,8 +28,11 @@ use crate::signals;
 use crate::sys::{self, Reaped, WaitStatus};
 use crate::teardown::{Phase, Tree};
 
-/// How long to keep waiting for ECHILD after SIGKILL before giving up honestly (exit 125,
-/// an `error` event naming what remains): at least this, or the grace period if longer.
+/// How long to keep waiting for ECHILD after SIGKILL, and after the last progress (a
+/// descendant killed or reaped), before giving up honestly (exit 125, an `error` event
+/// naming what remains): at least this, or the grace period if longer. Measured from the last
+/// progress, so a tree that is still being killed (a fork storm that starves guardian of CPU)
+/// is never abandoned while guardian can still reach it.
 const MIN_ABANDON_WAIT: Duration = Duration::from_secs(5);
 /// First and largest interval between rescans while draining.
 const RESCAN_FIRST: Duration = Duration::from_millis(10);
@@ -310,6 +313,7 @@ impl Supervisor {
                 Ok(Reaped::Child(pid, _)) => {
                     crate::debug!("reaped descendant {pid}");
                     self.tree.stats.reaped += 1;
+                    self.progress();
                 }
                 Ok(Reaped::NoneReady) => {
                     self.no_children = false;
@@ -441,7 +445,9 @@ impl Supervisor {
             if now >= at && self.draining {
                 let escalated = self.stop.as_ref().is_some_and(|s| s.escalated);
                 let (phase, reason) = if escalated { (Phase::Kill, "kill") } else { (Phase::Stop, "stop") };
-                self.tree.round(phase, self.settings.stop_signal, None, reason, &mut self.events);
+                if self.tree.round(phase, self.settings.stop_signal, None, reason, &mut self.events) > 0 {
+                    self.progress();
+                }
                 let step = (step * 2).min(RESCAN_MAX);
                 self.rescan = Some((now + step, step));
             }
@@ -463,6 +469,13 @@ impl Supervisor {
         self.draining = self.draining || self.status.is_some();
         self.rescan = Some((now + RESCAN_FIRST, RESCAN_FIRST));
         self.abandon_at = Some(now + self.settings.grace.max(MIN_ABANDON_WAIT));
+    }
+
+    /// A descendant was killed or reaped: the bounded wait for ECHILD starts again.
+    fn progress(&mut self) {
+        if let Some(at) = self.abandon_at.as_mut() {
+            *at = sys::monotonic() + self.settings.grace.max(MIN_ABANDON_WAIT);
+        }
     }
 
     /// SIGKILL was sent long ago and children remain that guardian cannot see or signal.

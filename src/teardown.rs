@@ -138,6 +138,7 @@ impl Tree {
         let desc = proctree::descendants(&all, self.self_pid);
         let members: HashSet<i32> = desc.iter().map(|s| s.pid).chain([self.self_pid]).collect();
         let mut sent = Vec::new();
+        let (mut already, mut unverified) = (0usize, 0usize);
         for d in &desc {
             if Some(d.pid) == provider || d.state == b'Z' || d.state == b'X' {
                 continue;
@@ -148,9 +149,13 @@ impl Tree {
                 Phase::Kill => &self.killed,
             };
             if done.contains(&key) {
+                already += 1;
                 continue;
             }
-            let Some(handle) = self.open_verified(d, &members, events) else { continue };
+            let Some(handle) = self.open_verified(d, &members, events) else {
+                unverified += 1;
+                continue;
+            };
             match handle.signal(sig) {
                 Ok(()) => {
                     if cont {
@@ -171,6 +176,15 @@ impl Tree {
                 Err(_) => {} // ESRCH: already gone.
             }
         }
+        crate::debug!(
+            "round ({reason}): {} processes in /proc, {} descendants, {} signalled before, {} not verifiable, {} sent {}",
+            all.len(),
+            desc.len(),
+            already,
+            unverified,
+            sent.len(),
+            signals::name(sig)
+        );
         match phase {
             Phase::Stop => self.stats.signalled += sent.len() as u64,
             Phase::Kill => self.stats.killed += sent.len() as u64,
