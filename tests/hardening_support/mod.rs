@@ -193,6 +193,7 @@ pub struct Cmd {
     events: EventsMode,
     close_stdout: bool,
     close_stderr: bool,
+    broken_stderr: bool,
     env: Vec<(String, String)>,
 }
 
@@ -202,6 +203,8 @@ pub enum EventsMode {
     Read,
     /// fd 3 is a pipe whose read end the test holds and never reads.
     Unread,
+    /// As `Unread`, and the pipe is full before guardian starts.
+    UnreadFull,
     None,
 }
 
@@ -223,6 +226,7 @@ impl Cmd {
             events: EventsMode::Read,
             close_stdout: false,
             close_stderr: false,
+            broken_stderr: false,
             env: Vec::new(),
         }
     }
@@ -267,6 +271,12 @@ impl Cmd {
         self
     }
 
+    /// stderr is a pipe whose read end is already closed (EPIPE and SIGPIPE on every write).
+    pub fn broken_stderr(mut self) -> Cmd {
+        self.broken_stderr = true;
+        self
+    }
+
     pub fn env(mut self, k: &str, v: &str) -> Cmd {
         self.env.push((k.into(), v.into()));
         self
@@ -277,6 +287,15 @@ impl Cmd {
         let err_file = File::create(&err_path).expect("create stderr file");
         let mut cmd = Command::new(&self.program);
         cmd.args(&self.args).stdin(Stdio::null()).stdout(Stdio::null()).stderr(err_file);
+        if self.broken_stderr {
+            let mut fds = [0 as RawFd; 2];
+            // SAFETY: pipe2 fills two fds that we own from here on.
+            assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0, "pipe2 failed");
+            // SAFETY: both fds are ours alone; the read end is closed at once.
+            let (r, w) = unsafe { (File::from_raw_fd(fds[0]), File::from_raw_fd(fds[1])) };
+            drop(r);
+            cmd.stderr(w);
+        }
         for (k, v) in &self.env {
             cmd.env(k, v);
         }
@@ -292,6 +311,9 @@ impl Cmd {
         } else {
             (None, None)
         };
+        if self.events == EventsMode::UnreadFull {
+            fill_pipe(events_read.expect("pipe"));
+        }
         let program = seccomp_program(&self.deny);
         let with_seccomp = !self.deny.is_empty();
         let rlimits = self.rlimits.clone();
@@ -354,6 +376,27 @@ impl Cmd {
             (_, f) => (None, f),
         };
         Running { pid: child.id() as i32, child, rx, unread, events: Vec::new(), eof: false, err_path, status: None }
+    }
+}
+
+/// Fills the pipe whose read end is `read` through a separate, non-blocking description of
+/// its write side, so the write end guardian inherits keeps its blocking mode.
+pub fn fill_pipe(read: RawFd) -> usize {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut w = std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(format!("/proc/self/fd/{read}"))
+        .expect("open the pipe's write side");
+    let chunk = [b'#'; 4096];
+    let mut total = 0;
+    loop {
+        match w.write(&chunk) {
+            Ok(n) => total += n,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return total,
+            Err(e) => panic!("filling the pipe: {e}"),
+        }
     }
 }
 
