@@ -1,7 +1,7 @@
 PREFIX ?= /usr/local
 CARGO ?= cargo
 
-.PHONY: build release test lint install run-example clean
+.PHONY: build release test lint install run-example clean man completions check-generated deb static musl
 
 build:
 	$(CARGO) build
@@ -14,14 +14,58 @@ test:
 	$(CARGO) test --all-targets
 
 lint:
-	$(CARGO) fmt --check
-	$(CARGO) clippy --all-targets -- -D warnings
+	$(CARGO) fmt --all --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
 install: release
 	install -D -m 0755 target/release/guardian $(DESTDIR)$(PREFIX)/bin/guardian
+	install -D -m 0644 man/guardian.1 $(DESTDIR)$(PREFIX)/share/man/man1/guardian.1
+	install -D -m 0644 completions/guardian.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/guardian
+	install -D -m 0644 completions/_guardian $(DESTDIR)$(PREFIX)/share/zsh/vendor-completions/_guardian
+	install -D -m 0644 completions/guardian.fish $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/guardian.fish
 
 run-example: release
 	target/release/guardian -v --events-fd 1 -- sh -c 'setsid env -i sleep 1000 & echo provider done'
 
 clean:
 	$(CARGO) clean
+
+# Generated files (checked in): the man page and shell completions, from src/cli.rs through
+# the xtask crate (clap_mangen and clap_complete stay out of the guardian binary).
+XTASK = $(CARGO) run --quiet --package xtask --
+
+man:
+	$(XTASK) man man
+
+completions:
+	$(XTASK) completions completions
+
+# Fails when man/ or completions/ differ from what src/cli.rs generates now.
+check-generated:
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	$(XTASK) man "$$tmp/man" >/dev/null && $(XTASK) completions "$$tmp/completions" >/dev/null && \
+	if diff -ru man "$$tmp/man" && diff -ru completions "$$tmp/completions"; then \
+		echo "check-generated: man/ and completions/ are up to date"; \
+	else \
+		echo "check-generated: stale generated files; run 'make man completions' and commit" >&2; exit 1; \
+	fi
+
+# Debian package (needs cargo-deb: cargo install cargo-deb --locked). Output: target/debian/.
+deb:
+	$(CARGO) deb --package guardian
+
+# Statically linked glibc build. The explicit --target keeps RUSTFLAGS away from build
+# scripts and proc-macros, which must stay dynamic.
+STATIC_TARGET = x86_64-unknown-linux-gnu
+static:
+	RUSTFLAGS="-C target-feature=+crt-static" $(CARGO) build --release --package guardian --target $(STATIC_TARGET)
+	@ls -l target/$(STATIC_TARGET)/release/guardian
+	@file target/$(STATIC_TARGET)/release/guardian 2>/dev/null || true
+
+# Static musl build; needs the rustup target (no C toolchain: guardian has no C code).
+MUSL_TARGET = x86_64-unknown-linux-musl
+musl:
+	@rustup target list --installed 2>/dev/null | grep -qx $(MUSL_TARGET) || rustup target add $(MUSL_TARGET) || \
+		{ echo "make musl: could not add the $(MUSL_TARGET) target with rustup; install it and retry" >&2; exit 1; }
+	$(CARGO) build --release --package guardian --target $(MUSL_TARGET)
+	@ls -l target/$(MUSL_TARGET)/release/guardian

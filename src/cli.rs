@@ -25,10 +25,16 @@ fired; 125 guardian's own failure; 126 COMMAND not executable; 127 COMMAND not f
 Events (--events-fd N): JSON Lines with `event` and a monotonic `ts`: spawned, stopping,
 signal, exit, released (always last; exit always before it), error, fallback.
 
+cgroup mode (--cgroup auto|PATH): the provider starts in a fresh leaf guardian-<pid>-<start>
+below a delegated cgroup v2 directory; teardown ends with cgroup.kill and the leaf is removed.
+With auto and no delegated cgroup, guardian runs as a plain subreaper. `guardian sweep` removes
+the leaves of guardians that were killed, never one whose guardian lives.
+
 Examples:
   guardian -- npx -y some-mcp-server
   guardian --grace 5s --events-fd 3 -- ./provider 3>events.jsonl
-  guardian --timeout 10m --stop-signal INT -- make test";
+  guardian --timeout 10m --stop-signal INT -- make test
+  guardian --cgroup auto --pids-max 512 -- ./provider";
 
 /// A process-tree guardian: runs COMMAND as a subreaper's child and, when it exits, stops
 /// and reaps every process it left behind before exiting with its status.
@@ -92,6 +98,20 @@ pub struct Cli {
     #[arg(long, env = "GUARDIAN_CGROUP", value_name = "auto|PATH")]
     pub cgroup: Option<OsString>,
 
+    /// Limit the leaf's memory (memory.max: bytes or 512M, 2G, max). Needs --cgroup and a
+    /// delegated memory controller; an OOM kill is reported in the `released` event.
+    #[arg(long, env = "GUARDIAN_MEMORY_MAX", value_name = "SIZE", value_parser = parse_memory)]
+    pub memory_max: Option<String>,
+
+    /// Limit the number of processes in the leaf (pids.max). Needs --cgroup and a delegated pids controller.
+    #[arg(long, env = "GUARDIAN_PIDS_MAX", value_name = "N", value_parser = parse_pids)]
+    pub pids_max: Option<String>,
+
+    /// Limit the leaf's CPU time (cpu.max): CPUs (0.5, 2) or "QUOTA PERIOD" in microseconds.
+    /// Needs --cgroup and a delegated cpu controller.
+    #[arg(long, env = "GUARDIAN_CPU_MAX", value_name = "CPUS", value_parser = parse_cpu)]
+    pub cpu_max: Option<String>,
+
     /// Log what guardian does to stderr, prefixed "guardian:" (repeat for more; env GUARDIAN_VERBOSE=0..3).
     #[arg(short = 'v', long, action = ArgAction::Count, conflicts_with = "quiet")]
     pub verbose: u8,
@@ -101,7 +121,7 @@ pub struct Cli {
     pub quiet: bool,
 
     /// The provider command and its arguments.
-    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "COMMAND")]
+    #[arg(required = true, trailing_var_arg = true, value_name = "COMMAND")]
     pub command: Vec<OsString>,
 }
 
@@ -161,6 +181,70 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     Ok(Duration::from_nanos(nanos as u64))
 }
 
+/// `--memory-max`: `max` or bytes with an optional K/M/G/T suffix (powers of 1024).
+pub fn parse_memory(text: &str) -> Result<String, String> {
+    let t = text.trim();
+    if t == "max" {
+        return Ok(t.into());
+    }
+    let bad = || format!("invalid memory size '{text}': use bytes or a K, M, G or T suffix (e.g. 512M), or max");
+    let (num, mul) = match t.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => {
+            let mul: u64 = match c.to_ascii_uppercase() {
+                'K' => 1 << 10,
+                'M' => 1 << 20,
+                'G' => 1 << 30,
+                'T' => 1 << 40,
+                _ => return Err(bad()),
+            };
+            (&t[..i], mul)
+        }
+        _ => (t, 1),
+    };
+    let n: u64 = num.parse().map_err(|_| bad())?;
+    n.checked_mul(mul).map(|v| v.to_string()).ok_or_else(bad)
+}
+
+/// `--pids-max`: `max` or a positive count.
+pub fn parse_pids(text: &str) -> Result<String, String> {
+    let t = text.trim();
+    if t == "max" || t.parse::<u64>().is_ok_and(|n| n > 0) {
+        Ok(t.into())
+    } else {
+        Err(format!("invalid process count '{text}': use a positive number or max"))
+    }
+}
+
+/// `--cpu-max`: cgroup syntax `QUOTA [PERIOD]` in microseconds (`max` for no quota), or a
+/// number of CPUs such as `0.5` or `2` (period 100ms).
+pub fn parse_cpu(text: &str) -> Result<String, String> {
+    let bad = || {
+        format!(
+            "invalid CPU limit '{text}': use a number of CPUs (0.5, 2) or 'QUOTA PERIOD' in microseconds (50000 100000)"
+        )
+    };
+    let parts: Vec<&str> = text.split_whitespace().collect();
+    match parts.as_slice() {
+        [q, p] => {
+            let period: u64 = p.parse().map_err(|_| bad())?;
+            if !(1000..=1_000_000).contains(&period) || !(*q == "max" || q.parse::<u64>().is_ok_and(|v| v >= 1000)) {
+                return Err(bad());
+            }
+            Ok(format!("{q} {period}"))
+        }
+        ["max"] => Ok("max 100000".into()),
+        [cpus] => {
+            let v: f64 = cpus.parse().map_err(|_| bad())?;
+            if !(v.is_finite() && v > 0.0 && v <= 4096.0) {
+                return Err(bad());
+            }
+            let quota = ((v * 100_000.0).round() as u64).max(1000);
+            Ok(format!("{quota} 100000"))
+        }
+        _ => Err(bad()),
+    }
+}
+
 fn parse_signal(text: &str) -> Result<i32, String> {
     signals::parse(text)
 }
@@ -192,6 +276,20 @@ mod tests {
         for bad in ["", "s", "-1s", "1x", "1.s", ".5s", "1..2s", "1 s", "99999999999999999999h", "1e3"] {
             assert!(parse_duration(bad).is_err(), "{bad:?} should be rejected");
         }
+    }
+
+    #[test]
+    fn limits() {
+        assert_eq!(parse_memory("512M").as_deref(), Ok("536870912"));
+        assert_eq!(parse_memory("max").as_deref(), Ok("max"));
+        assert_eq!(parse_memory("1000").as_deref(), Ok("1000"));
+        assert!(parse_memory("12X").is_err() && parse_memory("").is_err() && parse_memory("-1").is_err());
+        assert_eq!(parse_pids("64").as_deref(), Ok("64"));
+        assert!(parse_pids("0").is_err());
+        assert_eq!(parse_cpu("0.5").as_deref(), Ok("50000 100000"));
+        assert_eq!(parse_cpu("50000 100000").as_deref(), Ok("50000 100000"));
+        assert_eq!(parse_cpu("max").as_deref(), Ok("max 100000"));
+        assert!(parse_cpu("fast").is_err() && parse_cpu("0").is_err() && parse_cpu("5 100000").is_err());
     }
 
     #[test]

@@ -1,14 +1,17 @@
 //! guardian: a Linux process-tree guardian. `main` wires the modules together in the order
 //! the guarantees need: parse options, refuse setuid, take over the events fd (so a failed
-//! setup step is reported there), block the handled signals, become a child subreaper, watch
-//! the parent, and only then start the provider; then probe whether pidfds may signal, and
-//! the supervise loop runs until release.
+//! setup step is reported there as an `error` event), block the handled signals, become a
+//! child subreaper, watch the parent, and only then start the provider; then probe whether
+//! pidfds may signal, and the supervise loop runs until release.
 //!
-//! Modules: `cli` (options), `signals` (names, handled set), `sys` (all `unsafe`), `pidref`
-//! (process handle), `proctree` (/proc), `spawn` (provider start), `supervise` (event loop,
+//! Modules: `cgroup` (leaf cgroups, `sweep`), `cli` (options), `doctor` (capability check),
+//! `signals` (names, handled set), `sys` (all `unsafe`), `pidref` (process handle), `proctree`
+//! (/proc), `spawn` (provider start), `supervise` (event loop,
 //! states, grace period), `teardown` (signalling rounds), `events` (JSON Lines), `log`.
 
+mod cgroup;
 mod cli;
+mod doctor;
 mod events;
 mod log;
 mod pidref;
@@ -43,15 +46,10 @@ fn run() -> i32 {
     log::set_level(cli::verbosity(&cli));
     if let Some(sub) = &cli.sub {
         return match sub {
-            cli::Sub::Sweep { .. } | cli::Sub::Doctor { .. } => {
-                fatal!("this subcommand is not implemented yet");
-                EXIT_GUARDIAN
-            }
+            cli::Sub::Sweep { cgroup } => cgroup::sweep(cgroup.as_deref()),
+            // The subcommand's --cgroup, else the one guardian itself would use (GUARDIAN_CGROUP).
+            cli::Sub::Doctor { json, cgroup } => doctor::run(*json, cgroup.as_ref().or(cli.cgroup.as_ref())),
         };
-    }
-    if cli.cgroup.is_some() {
-        fatal!("--cgroup is not implemented yet");
-        return EXIT_GUARDIAN;
     }
     match setup_and_supervise(cli) {
         Ok(code) => code,
@@ -87,14 +85,15 @@ struct Started {
     parent: Option<ParentWatch>,
     discovery: Discovery,
     proc: Option<proctree::Proc>,
+    leaf: Option<cgroup::Leaf>,
     spawned: spawn::Spawned,
     take_terminal: bool,
 }
 
-/// Every setup step up to and including the provider's start; on failure nothing it started
-/// is left running.
-fn start(cli: &cli::Cli, events: &mut Events, me: i32) -> Result<Started, Failure> {
-    // 1. Signals: remember what the caller gave us, block what guardian handles.
+/// Setup steps 2 to 9, up to and including the provider's start; on failure nothing it
+/// started is left running, and the caller reports the failure as an `error` event.
+fn start(cli: &cli::Cli, me: i32, events: &mut Events) -> Result<Started, Failure> {
+    // 2. Signals: remember what the caller gave us, block what guardian handles.
     let sigchld_ignored = sys::is_ignored(libc::SIGCHLD);
     if sigchld_ignored {
         sys::set_default_disposition(libc::SIGCHLD)
@@ -107,16 +106,16 @@ fn start(cli: &cli::Cli, events: &mut Events, me: i32) -> Result<Started, Failur
         fail(format!("signalfd() failed: {e}; guardian needs signalfd (Linux 2.6.22) to supervise without races"))
     })?;
 
-    // 2. Subreaper before the provider exists, so every orphan of its tree comes to us.
+    // 3. Subreaper before the provider exists, so every orphan of its tree comes to us.
     rustix::process::set_child_subreaper(Some(
         rustix::process::Pid::from_raw(me).ok_or_else(|| fail("bad pid".into()))?,
     ))
     .map_err(|e| fail(format!("prctl(PR_SET_CHILD_SUBREAPER) failed: {e}")))?;
 
-    // 3. Parent watch: pidfd on the parent, re-checked after opening.
+    // 4. Parent watch: pidfd on the parent, re-checked after opening.
     let parent = if cli.no_parent_watch { None } else { watch_parent(events)? };
 
-    // 4. How descendants will be found at teardown.
+    // 5. How descendants will be found at teardown.
     let mut proc = proctree::Proc::open().ok();
     let own_proc = proc.as_mut().is_some_and(|p| p.is_own_namespace());
     let discovery = match (own_proc, me == 1) {
@@ -131,21 +130,24 @@ fn start(cli: &cli::Cli, events: &mut Events, me: i32) -> Result<Started, Failur
         }
     };
 
-    // 5. Terminal: hand the foreground to the provider only if guardian has it.
+    // 6. The leaf cgroup, before the provider exists, so none of its tree is born outside.
+    let leaf = setup_cgroup(cli, me, events)?;
+
+    // 7. Terminal: hand the foreground to the provider only if guardian has it.
     let take_terminal = sys::isatty(0) && sys::tcgetpgrp(0).ok() == Some(sys::getpgrp());
 
-    // 6. Start the provider.
+    // 8. Start the provider.
     let cfg = spawn::SpawnConfig {
         argv: &cli.command,
         original_mask,
         restore_sigchld_ignored: sigchld_ignored,
         take_terminal,
-        cgroup: None,
+        cgroup: leaf.as_ref().map(|l| (l.dir_fd(), l.procs_fd())),
     };
     let spawned = spawn::spawn(&cfg, events).map_err(|e| (e.status, e.message))?;
 
-    // 7. Can pidfds signal? A pidfd on guardian itself, or else on the provider (its unreaped
-    // child), both always permitted targets, tells a refused interface from a denied target.
+    // 9. Can pidfds signal? A pidfd on guardian itself, or else on the provider (its unreaped
+    //    child), both always permitted targets, tells a refused interface from a denied target.
     match sys::pidfd_open(me) {
         Ok(fd) => pidref::probe_pidfd_signal(fd.as_fd(), events),
         Err(_) => {
@@ -154,7 +156,7 @@ fn start(cli: &cli::Cli, events: &mut Events, me: i32) -> Result<Started, Failur
             }
         }
     }
-    Ok(Started { sigfd, parent, discovery, proc, spawned, take_terminal })
+    Ok(Started { sigfd, parent, discovery, proc, leaf, spawned, take_terminal })
 }
 
 fn setup_and_supervise(cli: cli::Cli) -> Result<i32, Failure> {
@@ -166,13 +168,15 @@ fn setup_and_supervise(cli: cli::Cli) -> Result<i32, Failure> {
     }
     let me = std::process::id() as i32;
 
-    // Events fd first: ours, close-on-exec, before the provider could inherit it, and open
-    // early so that a failed setup step is reported there as an `error` event.
+    // 1. Events fd: taken over before guardian opens any fd of its own (a signalfd could
+    //    otherwise reuse a closed number the caller named), and before the provider could
+    //    inherit it.
     let mut events = match cli.events_fd {
         Some(n) => Events::open(n).map_err(fail)?,
         None => Events::disabled(),
     };
-    let Started { sigfd, parent, discovery, proc, spawned, take_terminal } = match start(&cli, &mut events, me) {
+
+    let Started { sigfd, parent, discovery, proc, leaf, spawned, take_terminal } = match start(&cli, me, &mut events) {
         Ok(started) => started,
         Err((status, message)) => {
             events.emit("error", json!({"status": status, "message": message}));
@@ -180,17 +184,23 @@ fn setup_and_supervise(cli: cli::Cli) -> Result<i32, Failure> {
             return Err((status, message));
         }
     };
-    let mode = if me == 1 { "pid1" } else { "subreaper" };
+    let mode = match (&leaf, me == 1) {
+        (Some(_), _) => "cgroup",
+        (None, true) => "pid1",
+        (None, false) => "subreaper",
+    };
+    let leaf_path = leaf.as_ref().map(|l| l.path_text());
     info!(
-        "started provider {} (pgid {}, mode {mode}, discovery {}, pidfd {})",
+        "started provider {} (pgid {}, mode {mode}, discovery {}, pidfd {}, cgroup {})",
         spawned.provider.pid,
         spawned.pgid,
         discovery.name(),
-        spawned.provider.pidfd().is_some()
+        spawned.provider.pidfd().is_some(),
+        leaf_path.as_deref().unwrap_or("none")
     );
     events.emit(
         "spawned",
-        json!({"pid": spawned.provider.pid, "pgid": spawned.pgid, "guardian_pid": me, "mode": mode, "cgroup": null}),
+        json!({"pid": spawned.provider.pid, "pgid": spawned.pgid, "guardian_pid": me, "mode": mode, "cgroup": leaf_path}),
     );
 
     let settings = Settings {
@@ -200,9 +210,50 @@ fn setup_and_supervise(cli: cli::Cli) -> Result<i32, Failure> {
         timeout: cli.timeout,
         wait_descendants: cli.wait_descendants,
     };
-    let tree = Tree::new(discovery, if discovery == Discovery::Scan { proc } else { None });
+    let tree = Tree::new(discovery, if discovery == Discovery::Scan { proc } else { None }, leaf);
     let sup = Supervisor::new(settings, sigfd, spawned.provider, spawned.pgid, parent, events, tree, take_terminal);
     Ok(sup.run())
+}
+
+/// `--cgroup auto|PATH`: creates the provider's leaf. An explicit PATH that cannot be used,
+/// or limits that cannot be applied, fail (125); `auto` without a usable delegation falls
+/// back to plain subreaper mode (debug log + `fallback` event).
+fn setup_cgroup(cli: &cli::Cli, me: i32, events: &mut Events) -> Result<Option<cgroup::Leaf>, Failure> {
+    let limits = cgroup::Limits {
+        memory_max: cli.memory_max.clone(),
+        pids_max: cli.pids_max.clone(),
+        cpu_max: cli.cpu_max.clone(),
+    };
+    let Some(arg) = &cli.cgroup else {
+        if !limits.is_empty() {
+            return Err(fail(
+                "--memory-max, --pids-max and --cpu-max need --cgroup auto|PATH (limits are written to the provider's leaf cgroup)".into(),
+            ));
+        }
+        return Ok(None);
+    };
+    let req = cgroup::Request::from_arg(arg);
+    let start = proctree::Proc::open().ok().and_then(|mut p| p.stat(me)).map(|s| s.starttime);
+    let result = match start {
+        Some(start) => cgroup::Leaf::create(&req, &limits, me, start),
+        None => Err(cgroup::Unusable {
+            errno: libc::ENOENT,
+            message: "cannot read guardian's start time from /proc/self/stat (needed to name the leaf)".into(),
+        }),
+    };
+    match result {
+        Ok(leaf) => {
+            debug!("created leaf cgroup {}", leaf.path.display());
+            Ok(Some(leaf))
+        }
+        Err(u) if req == cgroup::Request::Auto && limits.is_empty() => {
+            let errno = sys::errno_name(u.errno);
+            debug!("--cgroup auto: no usable cgroup ({}); running as a plain subreaper", u.message);
+            events.emit("fallback", json!({"what": "cgroup", "errno": errno, "detail": format!("{}; running as a plain subreaper", u.message)}));
+            Ok(None)
+        }
+        Err(u) => Err(fail(format!("--cgroup {}: {}", arg.to_string_lossy(), u.message))),
+    }
 }
 
 /// Opens a pidfd on the parent and re-checks `getppid()` afterwards: if the parent died

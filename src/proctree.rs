@@ -63,6 +63,12 @@ impl Proc {
         self.read_stat_path(&format!("{pid}/stat"))
     }
 
+    /// The text of `/proc/PID/cgroup`; `None` when the process is gone.
+    pub fn cgroup(&mut self, pid: i32) -> Option<String> {
+        let n = self.read_file(&format!("{pid}/cgroup")).ok()?;
+        Some(String::from_utf8_lossy(&self.buf[..n]).into_owned())
+    }
+
     fn read_stat_path(&mut self, path: &str) -> Option<Stat> {
         let n = self.read_file(path).ok()?;
         parse_stat(&self.buf[..n])
@@ -70,17 +76,17 @@ impl Proc {
 
     fn read_file(&mut self, path: &str) -> io::Result<usize> {
         let fd = rustix::fs::openat(&self.dir, path, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())?;
-        self.buf.resize(self.buf.capacity().max(512), 0);
+        self.buf.resize(self.buf.capacity().max(1024), 0);
         let mut len = 0;
         loop {
-            if len == self.buf.len() {
-                self.buf.resize(len * 2, 0);
-            }
             let n = rustix::io::read(&fd, &mut self.buf[len..])?;
-            if n == 0 {
+            len += n;
+            // procfs produces these small files in one read: a short read is the end, which
+            // saves a second read per process on every scan.
+            if n == 0 || len < self.buf.len() {
                 return Ok(len);
             }
-            len += n;
+            self.buf.resize(len * 2, 0);
         }
     }
 

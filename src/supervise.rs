@@ -4,11 +4,16 @@
 //!   SIGCHLD of adopted orphans, which are reaped at once), the provider's pidfd, the
 //!   parent's pidfd, a pending events write, or the `--timeout` deadline. No periodic timer.
 //! * **stopping**: a stop was requested (SIGTERM, `--timeout`, parent death) while the
-//!   provider lives; at the grace deadline the whole tree gets SIGKILL.
+//!   provider lives. SIGTERM is forwarded to the provider (it is the owner's request, and the
+//!   provider may stop its own children in order); a timeout or parent death is guardian's
+//!   own decision, so the stop signal goes to the provider and every descendant at once. At
+//!   the grace deadline the whole tree gets SIGKILL.
 //! * **draining**: the provider has exited and was reaped; every descendant gets the stop
 //!   signal, newcomers are caught by rescans on a backoff timer, the grace deadline brings
 //!   SIGKILL, and `waitpid` reaps until ECHILD, the kernel's proof that the tree is empty.
 //!   (With `--wait-descendants` and no stop request, it only reaps.)
+//! * In cgroup mode the leaf's `cgroup.events` is polled for POLLPRI too: release waits
+//!   for both proofs, `populated 0` and ECHILD, then removes the leaf.
 //! * **released**: `released` is emitted, the events fd closed, and guardian exits with the
 //!   provider's status.
 //!
@@ -103,9 +108,12 @@ pub struct Supervisor {
     stop: Option<Stop>,
     timed_out: bool,
     no_children: bool,
-    draining: bool,
+    /// Descendants are being stopped: signalling rounds and rescans run.
+    rounds: bool,
     rescan: Option<(Duration, Duration)>,
     abandon_at: Option<Duration>,
+    /// The leaf's `cgroup.events` said `populated 0` (always true without a leaf).
+    leaf_empty: bool,
 }
 
 enum Outcome {
@@ -132,7 +140,6 @@ impl Supervisor {
             provider_pgid,
             parent,
             events,
-            tree,
             gave_terminal,
             started: sys::monotonic(),
             status: None,
@@ -140,13 +147,15 @@ impl Supervisor {
             stop: None,
             timed_out: false,
             no_children: false,
-            draining: false,
+            rounds: false,
             rescan: None,
             abandon_at: None,
+            leaf_empty: tree.leaf.is_none(),
+            tree,
         }
     }
 
-    fn state(&self) -> &'static str {
+    fn state_name(&self) -> &'static str {
         match (&self.status, &self.stop) {
             (None, None) => "running",
             (None, Some(_)) => "stopping",
@@ -189,8 +198,9 @@ impl Supervisor {
     fn wait_and_handle(&mut self) -> Outcome {
         let timeout = self.next_deadline().map(|d| d.saturating_sub(sys::monotonic()));
         let (mut sig_ready, mut provider_ready, mut parent_ready, mut out_ready) = (false, false, false, false);
+        let mut leaf_ready = false;
         {
-            let mut fds: Vec<PollFd<'_>> = Vec::with_capacity(4);
+            let mut fds: Vec<PollFd<'_>> = Vec::with_capacity(5);
             fds.push(PollFd::new(&self.sigfd, PollFlags::IN));
             let provider_slot = match (self.status.is_none(), self.provider.pidfd()) {
                 (true, Some(fd)) => {
@@ -210,6 +220,13 @@ impl Supervisor {
                 fds.push(PollFd::from_borrowed_fd(fd, PollFlags::OUT));
                 fds.len() - 1
             });
+            let leaf_slot = match &self.tree.leaf {
+                Some(leaf) if !leaf.is_removed() => {
+                    fds.push(PollFd::from_borrowed_fd(leaf.events_fd(), PollFlags::PRI));
+                    Some(fds.len() - 1)
+                }
+                _ => None,
+            };
             let ts = timeout
                 .map(|t| rustix::event::Timespec { tv_sec: t.as_secs() as i64, tv_nsec: t.subsec_nanos() as i64 });
             match rustix::event::poll(&mut fds, ts.as_ref()) {
@@ -221,6 +238,7 @@ impl Supervisor {
             provider_ready |= ready(provider_slot);
             parent_ready |= ready(parent_slot);
             out_ready |= ready(out_slot);
+            leaf_ready |= ready(leaf_slot);
         }
         let _ = (sig_ready, provider_ready);
         // Signals first (they may request a stop), then reaping (it may find the provider's
@@ -229,6 +247,13 @@ impl Supervisor {
         // exit.
         self.drain_signals();
         self.reap();
+        if leaf_ready || self.status.is_some() {
+            self.read_leaf_events();
+        }
+        if self.status.is_some() && self.no_children && self.leaf_empty {
+            // The kernel says the tree is empty: nothing else matters any more.
+            return Outcome::Exit(self.release());
+        }
         if parent_ready {
             self.parent = None;
             self.on_parent_death();
@@ -238,6 +263,20 @@ impl Supervisor {
         }
         self.check_timers();
         self.after_reap()
+    }
+
+    /// Re-reads `cgroup.events` (which also re-arms POLLPRI).
+    fn read_leaf_events(&mut self) {
+        let Some(leaf) = &self.tree.leaf else { return };
+        match leaf.populated() {
+            Ok(populated) => {
+                if !populated && !self.leaf_empty {
+                    crate::debug!("{}: populated 0", leaf.path.display());
+                }
+                self.leaf_empty = !populated;
+            }
+            Err(e) => crate::debug!("reading {}/cgroup.events failed: {e}", leaf.path.display()),
+        }
     }
 
     fn drain_signals(&mut self) {
@@ -367,28 +406,40 @@ impl Supervisor {
         if self.status.is_none() {
             return Outcome::Continue;
         }
-        if self.no_children {
+        if self.no_children && self.leaf_empty {
             return Outcome::Exit(self.release());
         }
-        if !self.draining && (self.stop.is_some() || !self.settings.wait_descendants) {
-            self.begin_draining();
+        if !self.rounds && (self.stop.is_some() || !self.settings.wait_descendants) {
+            self.start_rounds();
         }
         Outcome::Continue
     }
 
-    fn begin_draining(&mut self) {
-        self.draining = true;
+    /// Starts stopping the descendants: a first round now, rescans on the backoff timer. Arms
+    /// the grace deadline if no stop was armed yet (the provider exited on its own).
+    fn start_rounds(&mut self) {
+        self.rounds = true;
         let now = sys::monotonic();
-        let stop = self.stop.get_or_insert(Stop {
-            reason: StopReason::ProviderExit,
-            deadline: now + self.settings.grace,
-            escalated: false,
-        });
-        let phase = if stop.escalated { Phase::Kill } else { Phase::Stop };
-        crate::debug!("draining: stopping descendants ({})", stop.reason.name());
-        let reason = if phase == Phase::Kill { "kill" } else { "stop" };
-        self.tree.round(phase, self.settings.stop_signal, None, reason, &mut self.events);
+        let reason = self
+            .stop
+            .get_or_insert(Stop {
+                reason: StopReason::ProviderExit,
+                deadline: now + self.settings.grace,
+                escalated: false,
+            })
+            .reason;
+        crate::debug!("{}: stopping descendants ({})", self.state_name(), reason.name());
+        self.round();
         self.rescan = Some((now + RESCAN_FIRST, RESCAN_FIRST));
+    }
+
+    /// One signalling round over the descendants: the stop signal before the grace deadline,
+    /// SIGKILL after it. The provider, while unreaped, is left to its own handle.
+    fn round(&mut self) -> usize {
+        let escalated = self.stop.as_ref().is_some_and(|s| s.escalated);
+        let (phase, reason) = if escalated { (Phase::Kill, "kill") } else { (Phase::Stop, "stop") };
+        let provider = self.status.is_none().then_some(self.provider.pid);
+        self.tree.round(phase, self.settings.stop_signal, provider, reason, &mut self.events)
     }
 
     fn request_stop(&mut self, reason: StopReason) {
@@ -397,16 +448,19 @@ impl Supervisor {
         }
         let now = sys::monotonic();
         let grace = self.settings.grace;
-        crate::info!("stopping ({}), grace {:?}", reason.name(), grace);
+        crate::info!("{}: stop requested ({}), grace {:?}", self.state_name(), reason.name(), grace);
         self.stop = Some(Stop { reason, deadline: now + grace, escalated: false });
         self.events.emit("stopping", json!({"reason": reason.name(), "grace_ms": grace.as_millis() as u64}));
         if self.status.is_none() {
-            // A SIGTERM was already forwarded; other causes send the stop signal now.
-            if reason != StopReason::Signal {
-                self.signal_provider(self.settings.stop_signal, reason.name());
+            if reason == StopReason::Signal {
+                // The SIGTERM was already forwarded: the provider stops its own tree first.
+                return;
             }
-        } else if !self.draining {
-            self.begin_draining();
+            // guardian's own decision (timeout, parent death): the whole tree hears it now.
+            self.signal_provider(self.settings.stop_signal, reason.name());
+        }
+        if !self.rounds {
+            self.start_rounds();
         }
     }
 
@@ -442,10 +496,8 @@ impl Supervisor {
             }
         }
         if let Some((at, step)) = self.rescan {
-            if now >= at && self.draining {
-                let escalated = self.stop.as_ref().is_some_and(|s| s.escalated);
-                let (phase, reason) = if escalated { (Phase::Kill, "kill") } else { (Phase::Stop, "stop") };
-                if self.tree.round(phase, self.settings.stop_signal, None, reason, &mut self.events) > 0 {
+            if now >= at && self.rounds {
+                if self.round() > 0 {
                     self.progress();
                 }
                 let step = (step * 2).min(RESCAN_MAX);
@@ -459,14 +511,15 @@ impl Supervisor {
 
     /// The grace period is over: SIGKILL the provider (if it lives) and every descendant.
     fn escalate(&mut self) {
-        let Some(stop) = self.stop.as_mut() else { return };
+        let Some(stop) = self.stop.as_mut() else {
+            return;
+        };
         stop.escalated = true;
         let now = sys::monotonic();
         crate::info!("grace period over; sending SIGKILL to the tree");
         self.signal_provider(libc::SIGKILL, "kill");
-        let provider = self.status.is_none().then_some(self.provider.pid);
-        self.tree.round(Phase::Kill, self.settings.stop_signal, provider, "kill", &mut self.events);
-        self.draining = self.draining || self.status.is_some();
+        self.rounds = true;
+        self.round();
         self.rescan = Some((now + RESCAN_FIRST, RESCAN_FIRST));
         self.abandon_at = Some(now + self.settings.grace.max(MIN_ABANDON_WAIT));
     }
@@ -487,6 +540,9 @@ impl Supervisor {
             unkillable
         );
         crate::fatal!("{message}");
+        if let Some(leaf) = self.tree.leaf.as_mut() {
+            leaf.remove_now();
+        }
         self.events.emit("error", json!({"status": 125, "message": message, "unkillable": unkillable}));
         let events = std::mem::replace(&mut self.events, Events::disabled());
         events.close(EVENTS_CLOSE_WAIT);
@@ -504,6 +560,19 @@ impl Supervisor {
                 (None, None) => 125,
             }
         };
+        let (mut cgroup_path, mut oom_kill) = (None, None);
+        if let Some(leaf) = self.tree.leaf.as_mut() {
+            cgroup_path = Some(leaf.path_text());
+            oom_kill = leaf.oom_kills();
+            if let Err(e) = leaf.remove() {
+                crate::warn!("could not remove the leaf cgroup {}: {e}; 'guardian sweep' will", leaf.path.display());
+            } else {
+                crate::debug!("removed the leaf cgroup {}", leaf.path.display());
+            }
+        }
+        if let Some(n) = oom_kill.filter(|&n| n > 0) {
+            crate::warn!("the kernel's OOM killer killed {n} process(es) in the leaf (memory.max)");
+        }
         let teardown_ms = self.exited_at.map_or(0.0, |t| (sys::monotonic() - t).as_micros() as f64 / 1000.0);
         let stats = &self.tree.stats;
         crate::info!(
@@ -524,9 +593,10 @@ impl Supervisor {
                 "killed": stats.killed,
                 "reaped": stats.reaped,
                 "teardown_ms": teardown_ms,
+                "cgroup": cgroup_path,
+                "oom_kill": oom_kill,
             }),
         );
-        let _ = self.state();
         let events = std::mem::replace(&mut self.events, Events::disabled());
         events.close(EVENTS_CLOSE_WAIT);
         code

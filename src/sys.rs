@@ -2,7 +2,8 @@
 //! neither std nor rustix offers in the form guardian needs: signal masks and signalfd,
 //! clone3 with `CLONE_PIDFD | CLONE_INTO_CGROUP`, fork, exec of the provider, raw
 //! `pidfd_send_signal` with flags and real-time signals, `waitpid` with the raw status,
-//! terminal process groups, and the monotonic clock.
+//! terminal process groups, the monotonic clock, and `uname` and a parked child for
+//! `guardian doctor`'s probes.
 //!
 //! Every wrapper returns `io::Result` with the kernel's errno; callers name the syscall in
 //! their messages. Every block of `unsafe` carries a `// SAFETY:` note.
@@ -477,4 +478,28 @@ pub fn errno_name(errno: i32) -> &'static str {
 /// Name of a C string for messages.
 pub fn lossy(s: &CStr) -> String {
     s.to_string_lossy().into_owned()
+}
+
+/// The kernel release from `uname(2)` (e.g. "6.18.4").
+pub fn uname_release() -> io::Result<String> {
+    // SAFETY: `uts` is a zeroed utsname that uname fills in; on success `release` is a
+    // NUL-terminated string inside it (zeroed memory guarantees a terminator regardless).
+    unsafe {
+        let mut uts: libc::utsname = std::mem::zeroed();
+        cvt(libc::uname(&mut uts))?;
+        Ok(lossy(CStr::from_ptr(uts.release.as_ptr())))
+    }
+}
+
+/// For `guardian doctor`'s probe children, right after fork/clone3: waits for a signal
+/// (the parent SIGKILLs it) and never returns.
+pub fn park_child() -> ! {
+    // SAFETY: runs in a freshly forked single-threaded child; pause is async-signal-safe
+    // and touches no memory of the copied parent state.
+    unsafe {
+        loop {
+            libc::pause();
+            // A caught signal cannot happen (the child installs no handlers); stay parked.
+        }
+    }
 }

@@ -5,11 +5,17 @@
 //! guardian never holds one fd per descendant. Each process gets the stop signal once and
 //! SIGKILL once; later rounds only reach newcomers. The supervise loop decides when rounds
 //! run and when the grace period ends; the kernel's ECHILD decides when the tree is gone.
+//!
+//! In cgroup mode a round first covers the members of the provider's leaf (read from
+//! `cgroup.procs`, recursively; each verified through pidfd_open + `/proc/PID/cgroup` +
+//! the pidfd's fdinfo), then the subreaper scan covers descendants that left the leaf. The
+//! kill phase writes `cgroup.kill` instead of signalling members one by one.
 
 use std::collections::HashSet;
 
 use serde_json::json;
 
+use crate::cgroup::{Killed, Leaf};
 use crate::events::Events;
 use crate::pidref::PidRef;
 use crate::proctree::{self, Proc, Stat};
@@ -64,10 +70,16 @@ pub struct Tree {
     stopped: HashSet<(i32, u64)>,
     killed: HashSet<(i32, u64)>,
     pub stats: Stats,
+    /// The provider's leaf cgroup (cgroup mode).
+    pub leaf: Option<Leaf>,
+    /// `cgroup.kill` (or its fallback) was reported already.
+    leaf_kill_reported: bool,
+    /// Members that this round's `cgroup.kill` reached: the scan does not SIGKILL them again.
+    leaf_killed_now: HashSet<i32>,
 }
 
 impl Tree {
-    pub fn new(discovery: Discovery, proc: Option<Proc>) -> Tree {
+    pub fn new(discovery: Discovery, proc: Option<Proc>, leaf: Option<Leaf>) -> Tree {
         Tree {
             discovery,
             self_pid: std::process::id() as i32,
@@ -76,6 +88,9 @@ impl Tree {
             stopped: HashSet::new(),
             killed: HashSet::new(),
             stats: Stats::default(),
+            leaf,
+            leaf_kill_reported: false,
+            leaf_killed_now: HashSet::new(),
         }
     }
 
@@ -95,11 +110,130 @@ impl Tree {
             Phase::Kill => libc::SIGKILL,
         };
         let follow_with_cont = phase == Phase::Stop && sig != libc::SIGKILL && sig != libc::SIGCONT;
-        match self.discovery {
-            Discovery::Blind => 0,
-            Discovery::Broadcast => self.broadcast(sig, follow_with_cont, reason, events),
-            Discovery::Scan => self.scan_round(phase, sig, follow_with_cont, provider, reason, events),
+        self.leaf_killed_now.clear();
+        let in_leaf = self.leaf_round(phase, sig, follow_with_cont, provider, reason, events);
+        in_leaf
+            + match self.discovery {
+                Discovery::Blind => 0,
+                Discovery::Broadcast => self.broadcast(sig, follow_with_cont, reason, events),
+                Discovery::Scan => self.scan_round(phase, sig, follow_with_cont, provider, reason, events),
+            }
+    }
+
+    /// The leaf's part of a round: the stop signal to each verified member, or `cgroup.kill`.
+    fn leaf_round(
+        &mut self,
+        phase: Phase,
+        sig: i32,
+        cont: bool,
+        provider: Option<i32>,
+        reason: &str,
+        events: &mut Events,
+    ) -> usize {
+        let Some(leaf) = self.leaf.as_mut() else {
+            return 0;
+        };
+        if leaf.is_removed() {
+            return 0;
         }
+        let members = leaf.members();
+        let mut sent = Vec::new();
+        match phase {
+            Phase::Kill => {
+                // cgroup.kill first (no per-member work before it: every member, newcomers
+                // included, dies at once); who was there is only bookkeeping, and the scan
+                // of this round skips them.
+                sent = members.clone();
+                match leaf.kill(self.proc.as_mut()) {
+                    Ok(Killed::KillFile) => {
+                        if !self.leaf_kill_reported {
+                            crate::debug!("wrote 1 to {}/cgroup.kill ({} members)", leaf.path.display(), members.len());
+                        }
+                    }
+                    Ok(Killed::FreezeAndKill(pids)) => {
+                        if !self.leaf_kill_reported {
+                            let e = std::io::Error::from_raw_os_error(libc::ENOENT);
+                            spawn::fallback(
+                                events,
+                                "cgroup.kill",
+                                &e,
+                                "freezing the leaf, SIGKILLing each member, thawing it",
+                            );
+                        }
+                        sent = pids;
+                    }
+                    Err(e) => {
+                        crate::warn!(
+                            "writing {}/cgroup.kill failed: {e} ({})",
+                            leaf.path.display(),
+                            sys::errno_name(e.raw_os_error().unwrap_or(0))
+                        );
+                        return 0;
+                    }
+                }
+                if !self.leaf_kill_reported || !sent.is_empty() {
+                    events.emit(
+                        "signal",
+                        json!({"signal": "SIGKILL", "target": "cgroup", "cgroup": leaf.path_text(), "pids": sent, "reason": reason}),
+                    );
+                }
+                self.leaf_kill_reported = true;
+                self.stats.killed += sent.len() as u64;
+                self.leaf_killed_now = sent.iter().copied().collect();
+            }
+            Phase::Stop => {
+                let Some(proc) = self.proc.as_mut() else {
+                    return 0;
+                };
+                for pid in members {
+                    if Some(pid) == provider || pid == self.self_pid {
+                        continue;
+                    }
+                    let Some(st) = proc.stat(pid) else { continue };
+                    if st.state == b'Z' || st.state == b'X' || self.stopped.contains(&(pid, st.starttime)) {
+                        continue;
+                    }
+                    let Ok(fd) = sys::pidfd_open(pid) else {
+                        continue;
+                    };
+                    // Identity: after the pidfd exists, the pid still has the start time
+                    // seen and sits in the leaf, and the pidfd still names that pid (so
+                    // the reads above were about the process the pidfd holds).
+                    let same = proc.stat(pid).is_some_and(|now| now.starttime == st.starttime)
+                        && proc.cgroup(pid).is_some_and(|t| leaf.contains(&t))
+                        && proc.pidfd_pid(&fd) == Some(pid);
+                    if !same {
+                        continue;
+                    }
+                    let handle = PidRef::verified(pid, fd);
+                    match handle.signal(sig) {
+                        Ok(()) => {
+                            if cont {
+                                let _ = handle.signal(libc::SIGCONT);
+                            }
+                            self.stopped.insert((pid, st.starttime));
+                            sent.push(pid);
+                        }
+                        Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
+                            if !self.stats.unkillable.contains(&pid) {
+                                crate::warn!("not permitted to signal leaf member {pid} (it changed its user id)");
+                                self.stats.unkillable.push(pid);
+                            }
+                        }
+                        Err(_) => {}
+                    }
+                }
+                self.stats.signalled += sent.len() as u64;
+                if !sent.is_empty() {
+                    crate::debug!("sent {} to {} members of the leaf ({reason})", signals::name(sig), sent.len());
+                    events.emit(
+                        "signal",
+                        json!({"signal": signals::name(sig), "target": "cgroup", "cgroup": leaf.path_text(), "pids": sent, "reason": reason}),
+                    );
+                }
+            }
+        }
+        sent.len()
     }
 
     fn broadcast(&mut self, sig: i32, cont: bool, reason: &str, events: &mut Events) -> usize {
@@ -127,7 +261,9 @@ impl Tree {
         reason: &str,
         events: &mut Events,
     ) -> usize {
-        let Some(proc) = self.proc.as_mut() else { return 0 };
+        let Some(proc) = self.proc.as_mut() else {
+            return 0;
+        };
         let all = match proc.scan() {
             Ok(all) => all,
             Err(e) => {
@@ -141,6 +277,9 @@ impl Tree {
         let (mut already, mut unverified) = (0usize, 0usize);
         for d in &desc {
             if Some(d.pid) == provider || d.state == b'Z' || d.state == b'X' {
+                continue;
+            }
+            if phase == Phase::Kill && self.leaf_killed_now.contains(&d.pid) {
                 continue;
             }
             let key = (d.pid, d.starttime);

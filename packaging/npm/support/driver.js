@@ -7,8 +7,12 @@
 //   driver.js worker  spawnGuarded from a worker_thread; the worker then exits
 //                     while this process lives on; the line is printed after
 //                     the worker's exit, with workerExited: true.
+//   driver.js exit    spawnGuarded from the main thread, print, unref() the
+//                     handle and let the process end on its own, exit code 0.
 import { Worker, isMainThread, parentPort } from 'node:worker_threads';
 import { spawnGuarded } from '../index.js';
+
+let handle = null;
 
 async function start() {
   const [command, ...args] = JSON.parse(process.env.GUARDIAN_TEST_PROVIDER);
@@ -16,6 +20,7 @@ async function start() {
     stdio: ['ignore', 'ignore', 'inherit'],
     grace: process.env.GUARDIAN_TEST_GRACE || '500ms',
   });
+  handle = h;
   const ev = await h.spawned;
   return { guardianPid: h.pid, providerPid: ev.pid, mode: ev.mode };
 }
@@ -38,6 +43,14 @@ if (!isMainThread) {
     if (!info) { console.error('driver worker exited without starting guardian'); process.exit(3); }
     process.stdout.write(JSON.stringify({ ...info, workerExited: true }) + '\n');
   });
+} else if (process.argv[2] === 'exit') {
+  try {
+    process.stdout.write(JSON.stringify(await start()) + '\n');
+    handle.unref();
+  } catch (e) {
+    console.error('driver failed:', e);
+    process.exit(3);
+  }
 } else {
   idle();
   try {

@@ -22,6 +22,13 @@ function guarded(command, args, options = {}) {
   return h;
 }
 
+// guardian's own argv carries the nonce too; it may still be exiting when
+// `released` arrives (released is written, then guardian exits), so the tree
+// check leaves guardian out and its exit is awaited separately.
+const treeOf = (nonce, h) => procsWith(nonce).filter((p) => p.pid !== h.pid);
+const guardianExit = (h) => within(new Promise((r) => (h.child.exitCode !== null || h.child.signalCode !== null
+  ? r(h.child.exitCode ?? h.child.signalCode) : h.child.on('exit', (c, s) => r(c ?? s)))), EVENT_MS, 'guardian to exit');
+
 const hasNonce = (nonce, suffix) => procsWith(nonce).some((p) => p.cmdline.startsWith(`${nonce}${suffix} `));
 
 test(`[${runtime}] a setsid, env-clearing child of a fast-exiting provider is gone at released`, T, async () => {
@@ -35,14 +42,14 @@ test(`[${runtime}] a setsid, env-clearing child of a fast-exiting provider is go
   assert.equal(exit.code, 0);
   assert.equal(exit.signal, null);
   const rel = await within(h.released, EVENT_MS, 'released');
-  assert.deepEqual(procsWith(nonce), [], 'no process of the tree may outlive released');
+  assert.deepEqual(treeOf(nonce, h), [], 'no process of the tree may outlive released');
   assert.equal(rel.status, 0);
   // The escaper existed (it was forked before the provider exited), so
   // guardian must have stopped it.
   assert.ok(rel.signalled + rel.killed >= 1, `released counts no stopped descendant: ${JSON.stringify(rel)}`);
   assert.ok(rel.reaped >= 1, `released counts no reaped descendant: ${JSON.stringify(rel)}`);
-  const code = await within(new Promise((r) => (h.child.exitCode !== null ? r(h.child.exitCode) : h.child.on('exit', r))), EVENT_MS, 'guardian exit');
-  assert.equal(code, 0);
+  assert.equal(await guardianExit(h), 0);
+  await waitGone(nonce, EVENT_MS);
 });
 
 test(`[${runtime}] exit arrives before released, released is the last event`, T, async () => {
@@ -76,11 +83,12 @@ test(`[${runtime}] stop() tears a running tree down; the provider dies of SIGTER
   await within(h.spawned, EVENT_MS, 'spawned');
   await waitFor(() => hasNonce(nonce, '-esc') && hasNonce(nonce, '-prov'), { what: 'provider and escaper to run' });
   const rel = await within(h.stop(), EVENT_MS, 'released after stop()');
-  assert.deepEqual(procsWith(nonce), []);
+  assert.deepEqual(treeOf(nonce, h), [], 'no process of the tree may outlive released');
   const exit = await h.exit;
   assert.equal(exit.signal, 'SIGTERM');
   assert.equal(exit.code, null);
   assert.equal(rel.status, 143);
+  assert.equal(await guardianExit(h), 143, "guardian's exit status is released.status");
   assert.ok(rel.signalled + rel.killed >= 1, JSON.stringify(rel));
 });
 
@@ -92,14 +100,32 @@ test(`[${runtime}] the stop is bounded: a tree that ignores SIGTERM is killed af
   await waitFor(() => hasNonce(nonce, '-esc') && hasNonce(nonce, '-prov'), { what: 'provider and escaper to run' });
   const t0 = Date.now();
   const rel = await within(h.stop(), EVENT_MS, 'released after stop()');
-  assert.deepEqual(procsWith(nonce), []);
+  assert.deepEqual(treeOf(nonce, h), [], 'no process of the tree may outlive released');
   const exit = await h.exit;
   assert.equal(exit.signal, 'SIGKILL', JSON.stringify(exit));
   assert.equal(rel.status, 137);
+  assert.equal(await guardianExit(h), 137, "guardian's exit status is released.status");
   assert.ok(rel.killed >= 1, `expected SIGKILLed descendants: ${JSON.stringify(rel)}`);
   assert.ok(Date.now() - t0 >= 250, 'grace was honoured before SIGKILL');
   const names = h.received.map((e) => e.event);
   assert.ok(names.includes('stopping'), names.join(','));
+});
+
+test(`[${runtime}] concurrent trees are isolated: stopping one leaves the other running`, T, async () => {
+  const a = tracker.nonce();
+  const b = tracker.nonce();
+  const ha = guarded(...Object.values(escapingProvider(a, { providerExits: false })));
+  const hb = guarded(...Object.values(escapingProvider(b, { providerExits: false })));
+  await within(Promise.all([ha.spawned, hb.spawned]), EVENT_MS, 'both spawned');
+  await waitFor(() => hasNonce(a, '-esc') && hasNonce(a, '-prov') && hasNonce(b, '-esc') && hasNonce(b, '-prov'),
+    { what: 'both trees to run' });
+  const treeB = procsWith(b).map((p) => p.pid);
+  await within(ha.stop(), EVENT_MS, 'released of the first tree');
+  assert.deepEqual(treeOf(a, ha), []);
+  assert.ok(treeB.every(isAlive), `the second tree lost processes: ${JSON.stringify(procsWith(b))}`);
+  assert.ok(!hb.received.some((e) => e.event === 'exit' || e.event === 'stopping'), JSON.stringify(hb.received));
+  await within(hb.stop(), EVENT_MS, 'released of the second tree');
+  assert.deepEqual(treeOf(b, hb), []);
 });
 
 test(`[${runtime}] timeout stops the tree and guardian exits 124`, T, async () => {
@@ -107,8 +133,9 @@ test(`[${runtime}] timeout stops the tree and guardian exits 124`, T, async () =
   const { command, args } = escapingProvider(nonce, { providerExits: false });
   const h = guarded(command, args, { timeout: 500, grace: '1s' });
   const rel = await within(h.released, EVENT_MS, 'released after the timeout');
-  assert.deepEqual(procsWith(nonce), []);
+  assert.deepEqual(treeOf(nonce, h), [], 'no process of the tree may outlive released');
   assert.equal(rel.status, 124);
+  assert.equal(await guardianExit(h), 124, "guardian's exit status is released.status");
   const stopping = h.received.find((e) => e.event === 'stopping');
   assert.equal(stopping?.reason, 'timeout', JSON.stringify(h.received));
 });
@@ -122,8 +149,7 @@ test(`[${runtime}] a provider that does not exist: released rejects with status 
     return true;
   });
   await assert.rejects(h.spawned, GuardianError);
-  const code = await within(new Promise((r) => (h.child.exitCode !== null ? r(h.child.exitCode) : h.child.on('exit', r))), EVENT_MS, 'guardian exit');
-  assert.equal(code, 127);
+  assert.equal(await guardianExit(h), 127);
   assert.equal(h.received.at(-1)?.event, 'error', JSON.stringify(h.received));
 });
 
@@ -135,6 +161,16 @@ test(`[${runtime}] SIGKILL of the driver process: the tree goes`, T, async () =>
   assert.ok(isAlive(info.guardianPid));
   d.cp.kill('SIGKILL');
   await within(d.exited, EVENT_MS, 'the driver to die');
+  await waitGone(nonce, 20000);
+  assert.ok(!isAlive(info.guardianPid), `guardian ${info.guardianPid} outlived its tree`);
+});
+
+test(`[${runtime}] a driver that just ends (handle unref'd) takes the tree with it`, T, async () => {
+  const nonce = tracker.nonce();
+  const d = startDriver(tracker, 'exit', nonce);
+  const info = await d.nextLine(EVENT_MS, 'the driver to report spawned');
+  const end = await within(d.exited, EVENT_MS, 'the driver to end by itself after unref()');
+  assert.deepEqual(end, { code: 0, signal: null });
   await waitGone(nonce, 20000);
   assert.ok(!isAlive(info.guardianPid), `guardian ${info.guardianPid} outlived its tree`);
 });

@@ -1,0 +1,744 @@
+//! doctor: `guardian doctor [--json] [--cgroup auto|PATH]`. Checks which of guardian's
+//! guarantees hold on this machine by doing each thing for real (a short-lived probe child
+//! for the pidfd, clone3 and waitid checks, a temporary leaf cgroup for `CLONE_INTO_CGROUP`
+//! and `cgroup.kill`), never by reading the kernel version; reports the mode guardian would
+//! run in with the given `--cgroup`, and one line per problem saying what to change.
+//!
+//! Exit status: 0 when every guarantee holds in that mode, 1 when guardian would run
+//! degraded (or refuse to start). Every probe child is killed and reaped, every leaf removed,
+//! before doctor returns; every fd it opens is close-on-exec.
+
+use std::ffi::{OsStr, OsString};
+use std::fs;
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use rustix::fs::Access;
+use serde_json::{Map, Value, json};
+
+use crate::proctree::Proc;
+use crate::sys;
+
+/// Outcome of one probe: `ok` is `None` when it could not be tried.
+#[derive(Debug, Clone)]
+struct Probe {
+    ok: Option<bool>,
+    errno: Option<&'static str>,
+    detail: String,
+}
+
+impl Probe {
+    fn pass(detail: impl Into<String>) -> Probe {
+        Probe { ok: Some(true), errno: None, detail: detail.into() }
+    }
+    fn fail(e: &io::Error, detail: impl Into<String>) -> Probe {
+        let errno = e.raw_os_error().map(sys::errno_name);
+        Probe { ok: Some(false), errno, detail: format!("{}: {e}", detail.into()) }
+    }
+    fn failed(detail: impl Into<String>) -> Probe {
+        Probe { ok: Some(false), errno: None, detail: detail.into() }
+    }
+    fn untested(detail: impl Into<String>) -> Probe {
+        Probe { ok: None, errno: None, detail: detail.into() }
+    }
+    fn holds(&self) -> bool {
+        self.ok == Some(true)
+    }
+    fn json(&self) -> Value {
+        json!({"ok": self.ok, "errno": self.errno, "detail": self.detail})
+    }
+}
+
+use crate::cgroup::{Mount as MountEntry, parse_all_mounts as parse_mountinfo, parse_proc_cgroup};
+
+/// The value of `hidepid=` in a proc mount's options, if any.
+pub fn hidepid(super_options: &str) -> Option<&str> {
+    super_options.split(',').find_map(|o| o.strip_prefix("hidepid="))
+}
+
+fn mode_for(request: Option<&OsStr>, me: i32, cg: &CgroupFacts, problems: &mut Vec<Problem>) -> Option<&'static str> {
+    let plain = if me == 1 { "pid1" } else { "subreaper" };
+    let Some(req) = request else { return Some(plain) };
+    if req == "auto" {
+        if cg.own_usable.holds() {
+            return Some("cgroup");
+        }
+        problems.push(Problem::new(
+            "cgroup",
+            format!("--cgroup auto falls back to plain subreaper mode: {}", cg.own_usable.detail),
+            "delegate a cgroup to this user (e.g. run under `systemd-run --user --scope -p Delegate=yes`), \
+             or pass --cgroup PATH with a writable cgroup2 directory; without a cgroup, a SIGKILLed guardian \
+             leaves its tree behind",
+        ));
+        return Some(plain);
+    }
+    if cg.path_usable.as_ref().is_some_and(Probe::holds) {
+        return Some("cgroup");
+    }
+    let why = cg.path_usable.as_ref().map(|p| p.detail.clone()).unwrap_or_default();
+    problems.push(Problem::new(
+        "cgroup",
+        format!("--cgroup {}: guardian would refuse to start (exit 125): {why}", req.to_string_lossy()),
+        "pass a directory on the cgroup2 mount that this user can write (the directory and the cgroup.procs \
+         of its common ancestor with guardian's cgroup), or use --cgroup auto",
+    ));
+    None
+}
+
+/// A reason guardian would run degraded, with the fix.
+struct Problem {
+    what: &'static str,
+    problem: String,
+    fix: String,
+}
+
+impl Problem {
+    fn new(what: &'static str, problem: impl Into<String>, fix: impl Into<String>) -> Problem {
+        Problem { what, problem: problem.into(), fix: fix.into() }
+    }
+}
+
+struct ChildProbes {
+    clone3_pidfd: Probe,
+    pidfd_open: Probe,
+    pidfd_send_signal: Probe,
+    waitid_pidfd: Probe,
+}
+
+/// Starts a parked child (clone3 with CLONE_PIDFD, else fork), probes pidfd_open,
+/// pidfd_send_signal (signal 0) and waitid(P_PIDFD) on it, and always kills and reaps it.
+fn probe_child() -> ChildProbes {
+    let (clone3_pidfd, forked) = match sys::clone3(None) {
+        Ok(sys::Forked::Child) => sys::park_child(),
+        Ok(sys::Forked::Parent { pid, pidfd }) => {
+            (Probe::pass("clone3(CLONE_PIDFD) started a child and returned its pidfd"), Ok((pid, pidfd)))
+        }
+        Err(e) => {
+            let probe = Probe::fail(&e, "clone3(CLONE_PIDFD)");
+            let forked = match sys::fork() {
+                Ok(sys::Forked::Child) => sys::park_child(),
+                Ok(sys::Forked::Parent { pid, .. }) => Ok((pid, None)),
+                Err(e) => Err(e),
+            };
+            (probe, forked)
+        }
+    };
+    let (pid, clone_fd) = match forked {
+        Ok(x) => x,
+        Err(e) => {
+            let p = Probe::fail(&e, "fork() of a probe child");
+            return ChildProbes {
+                clone3_pidfd,
+                pidfd_open: Probe::untested(p.detail.clone()),
+                pidfd_send_signal: Probe::untested(p.detail.clone()),
+                waitid_pidfd: Probe::untested(p.detail),
+            };
+        }
+    };
+    let (pidfd_open, opened) = match sys::pidfd_open(pid) {
+        Ok(fd) => (Probe::pass(format!("pidfd_open({pid}) on an unreaped child")), Some(fd)),
+        Err(e) => (Probe::fail(&e, format!("pidfd_open({pid})")), None),
+    };
+    let pidfd: Option<OwnedFd> = clone_fd.or(opened);
+    let pidfd_send_signal = match &pidfd {
+        Some(fd) => match sys::pidfd_send_signal(fd.as_fd(), 0, 0) {
+            Ok(()) => Probe::pass("pidfd_send_signal(pidfd, 0) reached the probe child"),
+            Err(e) => Probe::fail(&e, "pidfd_send_signal(pidfd, 0)"),
+        },
+        None => Probe::untested("no pidfd to signal through"),
+    };
+    // Stop the child: through the pidfd if that works, else kill() on the unreaped child.
+    let killed = pidfd.as_ref().is_some_and(|fd| sys::pidfd_send_signal(fd.as_fd(), libc::SIGKILL, 0).is_ok());
+    if !killed {
+        let _ = sys::kill(pid, libc::SIGKILL);
+    }
+    let waitid_pidfd = match &pidfd {
+        Some(fd) => match wait_pidfd(fd.as_fd()) {
+            Ok(true) => Probe::pass("waitid(P_PIDFD, WEXITED) reaped the probe child (killed by SIGKILL)"),
+            Ok(false) => {
+                let _ = sys::reap_blocking(pid);
+                Probe::failed("waitid(P_PIDFD) returned without the child's exit")
+            }
+            Err(e) => {
+                let _ = sys::reap_blocking(pid);
+                Probe::fail(&e, "waitid(P_PIDFD, WEXITED)")
+            }
+        },
+        None => {
+            let _ = sys::reap_blocking(pid);
+            Probe::untested("no pidfd to wait on")
+        }
+    };
+    ChildProbes { clone3_pidfd, pidfd_open, pidfd_send_signal, waitid_pidfd }
+}
+
+/// `waitid(P_PIDFD, fd, WEXITED)`: whether it reported the child killed by SIGKILL.
+fn wait_pidfd(fd: BorrowedFd<'_>) -> io::Result<bool> {
+    use rustix::process::{WaitId, WaitIdOptions, waitid};
+    loop {
+        match waitid(WaitId::PidFd(fd), WaitIdOptions::EXITED) {
+            Ok(Some(st)) => return Ok(st.killed() && st.terminating_signal() == Some(libc::SIGKILL)),
+            Ok(None) => return Ok(false),
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+struct CgroupFacts {
+    mount: Option<MountEntry>,
+    own_rel: Option<String>,
+    own_dir: Option<PathBuf>,
+    /// Writable by this user: the directory (to create leaves) and its cgroup.procs.
+    delegated: Probe,
+    controllers: Option<Vec<String>>,
+    /// `--cgroup auto` would get a leaf here.
+    own_usable: Probe,
+    /// `--cgroup PATH` would get a leaf there.
+    path_usable: Option<Probe>,
+    kill_file: Probe,
+    clone_into_cgroup: Probe,
+}
+
+fn read_trimmed(path: &Path) -> io::Result<String> {
+    fs::read_to_string(path).map(|s| s.trim().to_string())
+}
+
+fn writable(path: &Path, what: &str) -> Probe {
+    match rustix::fs::access(path, Access::WRITE_OK) {
+        Ok(()) => Probe::pass(format!("{} is writable", path.display())),
+        Err(e) => Probe::fail(&e.into(), format!("{what} {} is not writable", path.display())),
+    }
+}
+
+fn cgroup_facts(mounts: &[MountEntry], request: Option<&OsStr>, me: i32, is_root: bool) -> CgroupFacts {
+    let mount = mounts.iter().find(|m| m.fstype == "cgroup2").cloned();
+    let own_rel = fs::read_to_string("/proc/self/cgroup").ok().and_then(|t| parse_proc_cgroup(&t).map(String::from));
+    let own_dir = match (&mount, &own_rel) {
+        (Some(m), Some(rel)) => crate::cgroup::resolve(std::slice::from_ref(m), rel),
+        _ => None,
+    };
+    let mut facts = CgroupFacts {
+        mount: mount.clone(),
+        own_rel: own_rel.clone(),
+        own_dir: own_dir.clone(),
+        delegated: Probe::untested("no cgroup2 mount"),
+        controllers: None,
+        own_usable: Probe::untested("no cgroup2 mount"),
+        path_usable: None,
+        kill_file: Probe::untested("no usable cgroup to create a leaf in"),
+        clone_into_cgroup: Probe::untested("no usable cgroup to create a leaf in"),
+    };
+    let Some(mount) = mount else {
+        let no = "no cgroup2 filesystem is mounted (see /proc/self/mountinfo)";
+        facts.own_usable = Probe::failed(no);
+        facts.path_usable = request.filter(|r| *r != "auto").map(|_| Probe::failed(no));
+        return facts;
+    };
+    match &own_dir {
+        Some(dir) => {
+            let d = writable(dir, "guardian's cgroup");
+            facts.delegated = if d.holds() { writable(&dir.join("cgroup.procs"), "its cgroup.procs") } else { d };
+            facts.controllers = read_trimmed(&dir.join("cgroup.controllers"))
+                .ok()
+                .map(|s| s.split_whitespace().map(String::from).collect());
+            facts.own_usable = if !facts.delegated.holds() {
+                facts.delegated.clone()
+            } else if own_rel.as_deref() == Some("/") && !is_root {
+                Probe::failed("guardian runs in the root cgroup, which is not delegated")
+            } else {
+                Probe::pass(format!("leaves can be created in {}", dir.display()))
+            };
+        }
+        None => {
+            let why = format!(
+                "guardian's cgroup ({}) is not below the cgroup2 mount at {}",
+                own_rel.as_deref().unwrap_or("unknown"),
+                mount.mount_point.display()
+            );
+            facts.delegated = Probe::failed(why.clone());
+            facts.own_usable = Probe::failed(why);
+        }
+    }
+    // Where a leaf would go for the requested mode, and the probe on it.
+    let target: Option<PathBuf> = match request {
+        Some(r) if r != "auto" => {
+            let p = path_usable(Path::new(r), &mount);
+            let ok = p.holds();
+            facts.path_usable = Some(p);
+            ok.then(|| PathBuf::from(r))
+        }
+        _ => facts.own_usable.holds().then(|| own_dir.clone()).flatten(),
+    };
+    if let Some(parent) = target {
+        let (kill_file, clone_into) = probe_leaf(&parent, &mount, me);
+        facts.kill_file = kill_file;
+        facts.clone_into_cgroup = clone_into;
+    } else if let Some(dir) = &own_dir
+        && own_rel.as_deref() != Some("/")
+    {
+        facts.kill_file = if dir.join("cgroup.kill").exists() {
+            Probe::pass(format!("{} exists", dir.join("cgroup.kill").display()))
+        } else {
+            Probe::failed(format!("{} is missing (Linux before 5.14)", dir.join("cgroup.kill").display()))
+        };
+    }
+    facts
+}
+
+fn path_usable(path: &Path, mount: &MountEntry) -> Probe {
+    let Ok(abs) = path.canonicalize() else {
+        return Probe::failed(format!("{} does not exist", path.display()));
+    };
+    if !abs.starts_with(&mount.mount_point) {
+        return Probe::failed(format!(
+            "{} is not below the cgroup2 mount {}",
+            abs.display(),
+            mount.mount_point.display()
+        ));
+    }
+    match rustix::fs::access(&abs, Access::WRITE_OK | Access::EXEC_OK) {
+        Ok(()) => Probe::pass(format!("leaves can be created in {}", abs.display())),
+        Err(e) => Probe::fail(&e.into(), format!("{} is not writable", abs.display())),
+    }
+}
+
+/// Creates a temporary leaf below `parent`, starts a parked child in it with
+/// clone3(CLONE_INTO_CGROUP), checks from /proc that it landed there, kills it with the
+/// leaf's `cgroup.kill` (or SIGKILL when that file is missing), reaps it and removes the
+/// leaf. Returns the (`cgroup.kill`, `CLONE_INTO_CGROUP`) probes.
+fn probe_leaf(parent: &Path, mount: &MountEntry, me: i32) -> (Probe, Probe) {
+    let leaf = parent.join(format!("guardian-doctor-{me}"));
+    if let Err(e) = fs::create_dir(&leaf) {
+        let p = Probe::fail(&e, format!("mkdir {}", leaf.display()));
+        return (Probe::untested(p.detail.clone()), p);
+    }
+    let result = probe_in_leaf(&leaf, mount);
+    remove_leaf(&leaf);
+    result
+}
+
+fn probe_in_leaf(leaf: &Path, mount: &MountEntry) -> (Probe, Probe) {
+    let kill_path = leaf.join("cgroup.kill");
+    let has_kill = kill_path.exists();
+    let dir = match fs::File::open(leaf) {
+        Ok(d) => d,
+        Err(e) => {
+            let p = Probe::fail(&e, format!("open {}", leaf.display()));
+            return (Probe::untested(p.detail.clone()), p);
+        }
+    };
+    let (pid, pidfd) = match sys::clone3(Some(dir.as_fd())) {
+        Ok(sys::Forked::Child) => sys::park_child(),
+        Ok(sys::Forked::Parent { pid, pidfd }) => (pid, pidfd),
+        Err(e) => {
+            let p = Probe::fail(&e, "clone3(CLONE_PIDFD | CLONE_INTO_CGROUP)");
+            let k = if has_kill {
+                Probe::pass(format!("{} exists (not exercised: no child could be placed)", kill_path.display()))
+            } else {
+                Probe::failed(format!("{} is missing (Linux before 5.14)", kill_path.display()))
+            };
+            return (k, p);
+        }
+    };
+    let expected = mount_relative(leaf, mount);
+    let landed =
+        fs::read_to_string(format!("/proc/{pid}/cgroup")).ok().and_then(|t| parse_proc_cgroup(&t).map(String::from));
+    let clone_probe = match (&landed, &expected) {
+        (Some(l), Some(e)) if l == e => {
+            Probe::pass(format!("clone3(CLONE_INTO_CGROUP) started a child directly in {}", leaf.display()))
+        }
+        _ => Probe::failed(format!(
+            "the child started with CLONE_INTO_CGROUP is in {}, not {}",
+            landed.as_deref().unwrap_or("?"),
+            expected.as_deref().unwrap_or("?")
+        )),
+    };
+    let kill_probe = if has_kill {
+        match fs::write(&kill_path, "1") {
+            Ok(()) => Probe::pass(format!("writing 1 to {} killed the leaf's child", kill_path.display())),
+            Err(e) => Probe::fail(&e, format!("write {}", kill_path.display())),
+        }
+    } else {
+        Probe::failed(format!("{} is missing (Linux before 5.14)", kill_path.display()))
+    };
+    if !kill_probe.holds() {
+        let sent = pidfd.as_ref().is_some_and(|fd| sys::pidfd_send_signal(fd.as_fd(), libc::SIGKILL, 0).is_ok());
+        if !sent {
+            let _ = sys::kill(pid, libc::SIGKILL);
+        }
+    }
+    let status = sys::reap_blocking(pid);
+    let kill_probe = match (kill_probe.holds(), status) {
+        (true, Ok(st)) if st.signal() == Some(libc::SIGKILL) => kill_probe,
+        (true, _) => {
+            Probe::failed(format!("{} was written but the child was not killed by SIGKILL", kill_path.display()))
+        }
+        (false, _) => kill_probe,
+    };
+    (kill_probe, clone_probe)
+}
+
+/// The cgroup path (as /proc/PID/cgroup shows it) of directory `dir` on `mount`.
+fn mount_relative(dir: &Path, mount: &MountEntry) -> Option<String> {
+    let canon = dir.canonicalize().ok()?;
+    let rest = canon.strip_prefix(&mount.mount_point).ok()?;
+    let root = mount.root.trim_end_matches('/');
+    let rest = rest.to_string_lossy();
+    Some(match (root.is_empty(), rest.is_empty()) {
+        (true, true) => "/".to_string(),
+        (false, true) => root.to_string(),
+        _ => format!("{root}/{rest}"),
+    })
+}
+
+/// Removes doctor's leaf; the reaped child may take a moment to leave it.
+fn remove_leaf(leaf: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(2);
+    loop {
+        match fs::remove_dir(leaf) {
+            Ok(()) => return,
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) && Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            Err(e) => {
+                crate::warn!("could not remove the probe cgroup {}: {e}", leaf.display());
+                return;
+            }
+        }
+    }
+}
+
+struct ProcFacts {
+    own_namespace: bool,
+    hidepid: Option<String>,
+    subset: Option<String>,
+    children_file: Probe,
+}
+
+fn proc_facts(mounts: &[MountEntry], me: i32) -> ProcFacts {
+    let own_namespace = Proc::open().ok().is_some_and(|mut p| p.is_own_namespace());
+    let proc_mount = mounts.iter().rev().find(|m| m.mount_point == Path::new("/proc") && m.fstype == "proc");
+    let opt = |key: &str| {
+        proc_mount.and_then(|m| m.super_options.split(',').find_map(|o| o.strip_prefix(key)).map(String::from))
+    };
+    // doctor is single-threaded: its main thread's tid is its pid.
+    let children = PathBuf::from(format!("/proc/self/task/{me}/children"));
+    let children_file = if children.exists() {
+        Probe::pass(format!("{} exists", children.display()))
+    } else {
+        Probe::failed(format!("{} is missing (kernel without CONFIG_PROC_CHILDREN)", children.display()))
+    };
+    ProcFacts {
+        own_namespace,
+        hidepid: proc_mount.and_then(|m| hidepid(&m.super_options).map(String::from)),
+        subset: opt("subset="),
+        children_file,
+    }
+}
+
+/// Runs every check; prints the report; returns the exit status.
+pub fn run(json_out: bool, request: Option<&OsString>) -> i32 {
+    let me = std::process::id() as i32;
+    let is_root = rustix::process::geteuid().is_root();
+    let request = request.map(OsString::as_os_str);
+    // A reaper must not have SIGCHLD ignored, or the kernel reaps the probe children.
+    if sys::is_ignored(libc::SIGCHLD) {
+        let _ = sys::set_default_disposition(libc::SIGCHLD);
+    }
+
+    let kernel = sys::uname_release().unwrap_or_else(|e| format!("unknown ({e})"));
+    let subreaper = match rustix::process::Pid::from_raw(me) {
+        Some(pid) => match rustix::process::set_child_subreaper(Some(pid)) {
+            Ok(()) => match rustix::process::child_subreaper() {
+                Ok(Some(_)) => Probe::pass("PR_SET_CHILD_SUBREAPER took effect (PR_GET_CHILD_SUBREAPER says so)"),
+                Ok(None) => Probe::failed("PR_SET_CHILD_SUBREAPER succeeded but PR_GET_CHILD_SUBREAPER reads 0"),
+                Err(e) => Probe::fail(&e.into(), "prctl(PR_GET_CHILD_SUBREAPER)"),
+            },
+            Err(e) => Probe::fail(&e.into(), "prctl(PR_SET_CHILD_SUBREAPER)"),
+        },
+        None => Probe::failed("no pid"),
+    };
+    let signalfd = match sys::signalfd(&sys::SigSet::empty()) {
+        Ok(_fd) => Probe::pass("signalfd(SFD_CLOEXEC) created"),
+        Err(e) => Probe::fail(&e, "signalfd()"),
+    };
+    let child = probe_child();
+    let mounts = fs::read_to_string("/proc/self/mountinfo").map(|t| parse_mountinfo(&t)).unwrap_or_default();
+    let cg = cgroup_facts(&mounts, request, me, is_root);
+    let procf = proc_facts(&mounts, me);
+
+    let mut problems = Vec::new();
+    let mut notes: Vec<String> = Vec::new();
+    let mode = mode_for(request, me, &cg, &mut problems);
+    if !subreaper.holds() {
+        problems.push(Problem::new(
+            "subreaper",
+            format!("guardian cannot become a child subreaper ({}); it would exit 125", subreaper.detail),
+            "run on Linux 3.4 or later, outside a seccomp profile that denies prctl(PR_SET_CHILD_SUBREAPER)",
+        ));
+    }
+    if !signalfd.holds() {
+        problems.push(Problem::new(
+            "signalfd",
+            format!("signalfd is refused ({}); guardian would exit 125", signalfd.detail),
+            "allow signalfd/signalfd4 in the seccomp profile",
+        ));
+    }
+    if !child.pidfd_open.holds() {
+        problems.push(Problem::new(
+            "pidfd_open",
+            format!("pidfd_open is refused ({}): the parent watch polls getppid() every 250 ms and descendants are signalled by pid after a /proc check", child.pidfd_open.detail),
+            "use Linux 5.3 or later, and allow pidfd_open in the seccomp profile (e.g. Docker 20.10+ / libseccomp 2.4.2+)",
+        ));
+    }
+    if child.pidfd_send_signal.ok == Some(false) {
+        problems.push(Problem::new(
+            "pidfd_send_signal",
+            format!(
+                "pidfd_send_signal is refused ({}): descendants would be signalled by pid",
+                child.pidfd_send_signal.detail
+            ),
+            "use Linux 5.1 or later, and allow pidfd_send_signal in the seccomp profile",
+        ));
+    }
+    if !child.clone3_pidfd.holds() {
+        notes.push(format!(
+            "clone3 is refused ({}); guardian starts the provider with fork() + pidfd_open() on the unreaped child instead, which is equally race-free (a `fallback` event says so)",
+            child.clone3_pidfd.detail
+        ));
+    }
+    if !child.waitid_pidfd.holds() {
+        notes.push(format!(
+            "waitid(P_PIDFD) is unavailable ({}); guardian does not need it (it polls the pidfd and reaps with waitpid)",
+            child.waitid_pidfd.detail
+        ));
+    }
+    if !procf.own_namespace && me != 1 {
+        problems.push(Problem::new(
+            "proc",
+            "/proc is missing or belongs to another PID namespace: descendants cannot be listed, so after the provider exits guardian can only wait for them, not stop them",
+            "mount a /proc of this PID namespace (e.g. unshare --mount-proc, or --pid=host/--pid=container consistency), or run guardian as PID 1 of the namespace",
+        ));
+    }
+    if let Some(h) = &procf.hidepid
+        && h != "0"
+        && h != "off"
+        && !is_root
+    {
+        problems.push(Problem::new(
+            "hidepid",
+            format!(
+                "/proc is mounted with hidepid={h}: descendants that change their user id become invisible to guardian"
+            ),
+            "mount /proc without hidepid, or with gid=<a group guardian's user is in>",
+        ));
+    }
+    if procf.subset.as_deref() == Some("pid") {
+        notes.push("/proc is mounted with subset=pid".into());
+    }
+    if !procf.children_file.holds() {
+        notes.push(format!("{}; guardian does not need it (it scans /proc/PID/stat)", procf.children_file.detail));
+    }
+    if mode == Some("cgroup") {
+        if !cg.kill_file.holds() {
+            problems.push(Problem::new(
+                "cgroup.kill",
+                format!(
+                    "cgroup.kill cannot be used ({}): the leaf is killed by freezing it and SIGKILLing each member",
+                    cg.kill_file.detail
+                ),
+                "use Linux 5.14 or later for cgroup.kill",
+            ));
+        }
+        if !cg.clone_into_cgroup.holds() {
+            notes.push(format!(
+                "CLONE_INTO_CGROUP does not work ({}); the provider joins its leaf by writing cgroup.procs before exec instead",
+                cg.clone_into_cgroup.detail
+            ));
+        }
+    } else if request.is_none() {
+        if cg.own_usable.holds() {
+            notes.push(
+                "a delegated cgroup is available: --cgroup auto would also contain a tree whose guardian is SIGKILLed"
+                    .into(),
+            );
+        } else {
+            notes.push(
+                "without a cgroup, a guardian that is itself SIGKILLed cannot stop its tree (see `guardian doctor --cgroup auto`)"
+                    .into(),
+            );
+        }
+    }
+
+    let degraded = !problems.is_empty();
+    if json_out {
+        let probe_map = |pairs: Vec<(&str, &Probe)>| {
+            let mut m = Map::new();
+            for (k, p) in pairs {
+                m.insert(k.to_string(), p.json());
+            }
+            Value::Object(m)
+        };
+        let report = json!({
+            "guardian_version": env!("CARGO_PKG_VERSION"),
+            "kernel": kernel,
+            "pid": me,
+            "euid": rustix::process::geteuid().as_raw(),
+            "cgroup_request": request.map(|r| r.to_string_lossy().into_owned()),
+            "mode": mode,
+            "checks": probe_map(vec![
+                ("subreaper", &subreaper),
+                ("signalfd", &signalfd),
+                ("clone3_pidfd", &child.clone3_pidfd),
+                ("pidfd_open", &child.pidfd_open),
+                ("pidfd_send_signal", &child.pidfd_send_signal),
+                ("waitid_pidfd", &child.waitid_pidfd),
+                ("clone_into_cgroup", &cg.clone_into_cgroup),
+                ("cgroup_kill", &cg.kill_file),
+                ("cgroup_delegated", &cg.delegated),
+                ("proc_children_file", &procf.children_file),
+            ]),
+            "cgroup": {
+                "mount": cg.mount.as_ref().map(|m| m.mount_point.to_string_lossy().into_owned()),
+                "mount_root": cg.mount.as_ref().map(|m| m.root.clone()),
+                "own": cg.own_rel,
+                "own_dir": cg.own_dir.as_ref().map(|d| d.to_string_lossy().into_owned()),
+                "delegated": cg.delegated.holds(),
+                "controllers": cg.controllers,
+                "auto_usable": cg.own_usable.holds(),
+                "path_usable": cg.path_usable.as_ref().map(Probe::holds),
+            },
+            "proc": {
+                "own_namespace": procf.own_namespace,
+                "hidepid": procf.hidepid,
+                "subset": procf.subset,
+                "children_file": procf.children_file.holds(),
+            },
+            "degraded": problems.iter().map(|p| json!({"what": p.what, "problem": p.problem, "fix": p.fix})).collect::<Vec<_>>(),
+            "notes": notes,
+        });
+        println!("{report}");
+    } else {
+        print_human(&kernel, mode, request, &subreaper, &signalfd, &child, &cg, &procf, &problems, &notes);
+    }
+    i32::from(degraded)
+}
+
+fn mark(p: &Probe) -> &'static str {
+    match p.ok {
+        Some(true) => "ok  ",
+        Some(false) => "FAIL",
+        None => "--  ",
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn print_human(
+    kernel: &str,
+    mode: Option<&str>,
+    request: Option<&OsStr>,
+    subreaper: &Probe,
+    signalfd: &Probe,
+    child: &ChildProbes,
+    cg: &CgroupFacts,
+    procf: &ProcFacts,
+    problems: &[Problem],
+    notes: &[String],
+) {
+    let mut out = String::new();
+    let mut line = |s: String| {
+        out.push_str(&s);
+        out.push('\n');
+    };
+    line(format!("guardian {} doctor", env!("CARGO_PKG_VERSION")));
+    line(format!("kernel              {kernel}"));
+    for (name, p) in [
+        ("subreaper", subreaper),
+        ("signalfd", signalfd),
+        ("clone3 CLONE_PIDFD", &child.clone3_pidfd),
+        ("pidfd_open", &child.pidfd_open),
+        ("pidfd_send_signal", &child.pidfd_send_signal),
+        ("waitid P_PIDFD", &child.waitid_pidfd),
+    ] {
+        line(format!("{name:<19} {} {}", mark(p), p.detail));
+    }
+    let show = |o: &Option<String>| o.clone().unwrap_or_else(|| "none".into());
+    line(format!(
+        "cgroup2 mount       {}",
+        cg.mount.as_ref().map(|m| m.mount_point.display().to_string()).unwrap_or_else(|| "none".into())
+    ));
+    line(format!(
+        "own cgroup          {} ({})",
+        show(&cg.own_rel),
+        cg.own_dir.as_ref().map(|d| d.display().to_string()).unwrap_or_else(|| "not reachable".into())
+    ));
+    line(format!("delegated           {} {}", mark(&cg.delegated), cg.delegated.detail));
+    line(format!(
+        "controllers         {}",
+        cg.controllers
+            .as_ref()
+            .map(|c| if c.is_empty() { "none".into() } else { c.join(" ") })
+            .unwrap_or_else(|| "unknown".into())
+    ));
+    line(format!("CLONE_INTO_CGROUP   {} {}", mark(&cg.clone_into_cgroup), cg.clone_into_cgroup.detail));
+    line(format!("cgroup.kill         {} {}", mark(&cg.kill_file), cg.kill_file.detail));
+    line(format!(
+        "/proc               {}, hidepid={}",
+        if procf.own_namespace { "this PID namespace's" } else { "missing or another namespace's" },
+        procf.hidepid.as_deref().unwrap_or("off")
+    ));
+    line(format!("children file       {} {}", mark(&procf.children_file), procf.children_file.detail));
+    let req = request.map(|r| r.to_string_lossy().into_owned()).unwrap_or_else(|| "not given".into());
+    line(format!("mode                {} (--cgroup {req})", mode.unwrap_or("none: guardian would not start")));
+    for n in notes {
+        line(format!("note: {n}"));
+    }
+    if problems.is_empty() {
+        line("every guarantee holds in this mode".into());
+    } else {
+        line(format!("degraded: {} problem(s)", problems.len()));
+        for p in problems {
+            line(format!("problem ({}): {}", p.what, p.problem));
+            line(format!("  fix: {}", p.fix));
+        }
+    }
+    print!("{out}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MOUNTINFO: &str = "\
+22 27 0:21 / /proc rw,relatime - proc proc rw,hidepid=invisible,gid=4
+31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755
+35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory
+41 31 0:38 / /sys/fs/cgroup/unified rw,relatime shared:9 - cgroup2 cgroup2 rw,nsdelegate
+50 27 0:40 /job /mnt/my\\040cg rw - cgroup2 none rw
+bad line
+";
+
+    #[test]
+    fn mountinfo_fields_and_escapes() {
+        let m = parse_mountinfo(MOUNTINFO);
+        assert_eq!(m.len(), 5);
+        assert_eq!(m[0].fstype, "proc");
+        assert_eq!(hidepid(&m[0].super_options), Some("invisible"));
+        assert_eq!(hidepid(&m[1].super_options), None);
+        let cg: Vec<_> = m.iter().filter(|e| e.fstype == "cgroup2").collect();
+        assert_eq!(cg[0].mount_point, Path::new("/sys/fs/cgroup/unified"));
+        assert_eq!(cg[0].super_options, "rw,nsdelegate", "optional fields before '-' are skipped");
+        assert_eq!(cg[1].mount_point, Path::new("/mnt/my cg"));
+        assert_eq!(cg[1].root, "/job");
+    }
+
+    #[test]
+    fn own_cgroup_resolution() {
+        assert_eq!(parse_proc_cgroup("12:pids:/x\n0::/user.slice/a.scope\n"), Some("/user.slice/a.scope"));
+        assert_eq!(parse_proc_cgroup("0::/gone (deleted)\n"), Some("/gone"));
+        assert_eq!(parse_proc_cgroup("1:cpu:/\n"), None);
+    }
+}
