@@ -168,6 +168,13 @@ fn setup_and_supervise(cli: cli::Cli) -> Result<i32, Failure> {
     }
     let me = std::process::id() as i32;
 
+    // 0. Not dumpable: /proc/<guardian>/fd and ptrace are closed to a same-uid provider, which
+    //    could otherwise reopen the events pipe through /proc and forge events. The provider's
+    //    exec makes it dumpable again (its own business).
+    if let Err(e) = rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable) {
+        warn!("prctl(PR_SET_DUMPABLE, 0) failed: {e}; a same-uid provider could reach guardian's fds through /proc");
+    }
+
     // 1. Events fd: taken over before guardian opens any fd of its own (a signalfd could
     //    otherwise reuse a closed number the caller named), and before the provider could
     //    inherit it.
