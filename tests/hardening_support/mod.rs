@@ -329,6 +329,9 @@ impl Cmd {
                         return Err(std::io::Error::last_os_error());
                     }
                 }
+                // Nothing else the test process holds reaches guardian (fds left open by
+                // whatever started the test run, say).
+                libc::syscall(libc::SYS_close_range, 4u32, u32::MAX, 4u32 /* CLOSE_RANGE_CLOEXEC */);
                 if close_out {
                     libc::close(1);
                 }
@@ -353,7 +356,17 @@ impl Cmd {
                 Ok(())
             });
         }
-        let child = cmd.spawn().expect("spawn guardian");
+        // ETXTBSY: a concurrent test's fork may briefly hold a just-written executable open.
+        let mut tries = 0;
+        let child = loop {
+            match cmd.spawn() {
+                Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) && tries < 100 => {
+                    tries += 1;
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                other => break other.expect("spawn guardian"),
+            }
+        };
         if let Some(w) = events_write {
             // SAFETY: our copy of the write end; only the child keeps one now.
             unsafe { libc::close(w) };
