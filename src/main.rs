@@ -16,6 +16,8 @@ mod events;
 mod log;
 mod pidref;
 mod proctree;
+#[cfg(test)]
+mod proptests;
 mod signals;
 mod spawn;
 mod supervise;

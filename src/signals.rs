@@ -79,15 +79,18 @@ pub fn parse(text: &str) -> Result<i32, String> {
         if rest.is_empty() {
             return Some(base);
         }
-        let (sign, digits) = rest.split_at(1);
-        let off: i32 = digits.parse().ok()?;
-        let v = if sign == "+" {
-            base + off
-        } else if sign == "-" {
-            base - off
-        } else {
-            return None;
+        // Byte-wise: `rest` may start with any character (a multi-byte one made
+        // `split_at(1)` panic), and the offset may be huge (overflowed `base + off`).
+        let (plus, digits) = match rest.as_bytes()[0] {
+            b'+' => (true, &rest[1..]),
+            b'-' => (false, &rest[1..]),
+            _ => return None,
         };
+        if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        let off: i32 = digits.parse().ok()?;
+        let v = if plus { base.checked_add(off)? } else { base.checked_sub(off)? };
         (min..=max).contains(&v).then_some(v)
     };
     if let Some(rest) = bare.strip_prefix("RTMIN") {
