@@ -144,3 +144,35 @@ fn refuses_to_run_setuid_or_setgid() {
         tag.assert_gone();
     }
 }
+
+/// `--forward-to group`: once the provider (the group leader) is reaped, its pgid may be
+/// recycled, so nothing is forwarded to the group any more, although members still run.
+#[test]
+fn group_forwarding_stops_when_the_leader_is_reaped() {
+    let tag = Tag::new();
+    let out = out_file(&tag);
+    // A member of the provider's group (not setsid) that records any SIGUSR1 it gets.
+    let script = format!(
+        "(trap 'echo got >> {out}' USR1; {s} & wait; {s} & wait) & exit 0",
+        out = out.display(),
+        s = tag.sleep()
+    );
+    let argv = ["-vv", "--events-fd", "3", "--forward-to", "group", "--wait-descendants", "--", "sh", "-c", &script];
+    let mut g = guardian(&argv).nobody().spawn();
+    g.wait_event("exit");
+    tag.wait_sleeps(1);
+    g.signal(libc::SIGUSR1);
+    let end = std::time::Instant::now() + DEADLINE;
+    while !g.stderr().contains("SIGUSR1 not forwarded") {
+        assert!(std::time::Instant::now() < end, "no 'not forwarded' log: {}", g.stderr());
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    g.signal(libc::SIGTERM);
+    let f = g.finish();
+    let got = std::fs::read_to_string(&out).unwrap_or_default();
+    let _ = std::fs::remove_file(&out);
+    assert!(f.events.iter().all(|e| e["reason"] != "forwarded"), "{f:#?}");
+    assert!(got.is_empty(), "the group got a signal after its leader was reaped: {got}");
+    assert_eq!(f.code, Some(0), "{f:#?}");
+    tag.assert_gone();
+}
