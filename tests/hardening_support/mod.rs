@@ -388,7 +388,17 @@ impl Cmd {
             }
             (_, f) => (None, f),
         };
-        Running { pid: child.id() as i32, child, rx, unread, events: Vec::new(), eof: false, err_path, status: None }
+        Running {
+            pid: child.id() as i32,
+            child,
+            rx,
+            unread,
+            events: Vec::new(),
+            eof: false,
+            err_path,
+            status: None,
+            deadline: DEADLINE,
+        }
     }
 }
 
@@ -424,6 +434,8 @@ pub struct Running {
     eof: bool,
     err_path: PathBuf,
     status: Option<ExitStatus>,
+    /// How long each wait may take (DEADLINE unless a test needs more for its size).
+    pub deadline: Duration,
 }
 
 impl Running {
@@ -463,7 +475,7 @@ impl Running {
     }
 
     pub fn wait_event_where(&mut self, name: &str, pred: impl Fn(&Value) -> bool) -> Value {
-        let end = Instant::now() + DEADLINE;
+        let end = Instant::now() + self.deadline;
         let mut checked = 0;
         loop {
             while checked < self.events.len() {
@@ -489,7 +501,7 @@ impl Running {
         if let Some(s) = self.status {
             return s;
         }
-        let end = Instant::now() + DEADLINE;
+        let end = Instant::now() + self.deadline;
         loop {
             if let Some(s) = self.child.try_wait().expect("try_wait") {
                 self.status = Some(s);
@@ -506,7 +518,7 @@ impl Running {
     /// Waits for exit, then reads the events to EOF (guardian was their only writer).
     pub fn finish(&mut self) -> Finished {
         let status = self.wait();
-        let end = Instant::now() + DEADLINE;
+        let end = Instant::now() + self.deadline;
         while self.rx.is_some() && !self.eof {
             if !self.pull(end) && !self.eof {
                 panic!("events fd not closed after guardian exited: {}", self.context());
