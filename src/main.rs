@@ -23,6 +23,8 @@ mod spawn;
 mod supervise;
 mod sys;
 mod teardown;
+#[cfg(feature = "test-hooks")]
+mod test_hooks;
 
 use std::os::fd::{AsFd, OwnedFd};
 
@@ -221,6 +223,8 @@ fn setup_and_supervise(cli: cli::Cli) -> Result<i32, Failure> {
     };
     let tree = Tree::new(discovery, if discovery == Discovery::Scan { proc } else { None }, leaf);
     let sup = Supervisor::new(settings, sigfd, spawned.provider, spawned.pgid, parent, events, tree, take_terminal);
+    // Everything start-up needed is done: hand its heap and stack pages back before idling.
+    sys::release_startup_memory();
     Ok(sup.run())
 }
 

@@ -128,10 +128,12 @@ fn read_exec_error(fd: &OwnedFd) -> Option<(u8, i32)> {
 fn exec_error(cmd: &str, (stage, errno): (u8, i32)) -> SpawnError {
     let text = sys::errno_text(errno);
     match stage {
-        b'e' if errno == libc::ENOENT || errno == libc::ENOTDIR => SpawnError {
-            status: 127,
-            message: format!("cannot run '{cmd}': command not found ({text}); check the name and PATH"),
-        },
+        b'e' if errno == libc::ENOENT || errno == libc::ENOTDIR || (errno == libc::EACCES && !in_path(cmd)) => {
+            SpawnError {
+                status: 127,
+                message: format!("cannot run '{cmd}': command not found ({text}); check the name and PATH"),
+            }
+        }
         b'e' => SpawnError {
             status: 126,
             message: format!(
@@ -144,6 +146,22 @@ fn exec_error(cmd: &str, (stage, errno): (u8, i32)) -> SpawnError {
         b'p' => SpawnError::guardian(format!("setpgid() failed in the provider: {text}")),
         _ => SpawnError::guardian(format!("restoring the signal mask failed in the provider: {text}")),
     }
+}
+
+/// Whether a bare command name (no `/`) names an existing file in some `PATH` directory.
+/// execvp reports EACCES when any `PATH` directory is not searchable (as a user's `PATH` often
+/// holds another user's directories), even if the command exists nowhere: that is "not
+/// found" (127), as in the shells, not "not executable" (126). Names with a `/` are taken as
+/// found: their EACCES is about the file itself.
+fn in_path(cmd: &str) -> bool {
+    if cmd.contains('/') {
+        return true;
+    }
+    let path = std::env::var_os("PATH").unwrap_or_else(|| "/bin:/usr/bin".into());
+    std::env::split_paths(&path).any(|dir| {
+        let dir = if dir.as_os_str().is_empty() { std::path::PathBuf::from(".") } else { dir };
+        std::fs::metadata(dir.join(cmd)).is_ok()
+    })
 }
 
 /// Reports a refused interface: a debug log line and a `fallback` event.

@@ -31,7 +31,7 @@ use crate::events::Events;
 use crate::pidref::PidRef;
 use crate::signals;
 use crate::sys::{self, Reaped, WaitStatus};
-use crate::teardown::{Phase, Tree};
+use crate::teardown::{Discovery, Phase, Tree};
 
 /// How long to keep waiting for ECHILD after SIGKILL, and after the last progress (a
 /// descendant killed or reaped), before giving up honestly (exit 125, an `error` event
@@ -435,6 +435,7 @@ impl Supervisor {
 
     /// One signalling round over the descendants: the stop signal before the grace deadline,
     /// SIGKILL after it. The provider, while unreaped, is left to its own handle.
+    /// Returns how many processes it signalled.
     fn round(&mut self) -> usize {
         let escalated = self.stop.as_ref().is_some_and(|s| s.escalated);
         let (phase, reason) = if escalated { (Phase::Kill, "kill") } else { (Phase::Stop, "stop") };
@@ -497,11 +498,23 @@ impl Supervisor {
         }
         if let Some((at, step)) = self.rescan {
             if now >= at && self.rounds {
-                if self.round() > 0 {
+                // A /proc round that still found newcomers is followed by another at once: a
+                // tree that keeps forking, or hopping to new pids (fork, setsid, parent exits),
+                // is chased at scan speed. Backing off between such rounds let every round miss
+                // the one child born after its scan, forever. (Only scans count newcomers: a
+                // broadcast or cgroup.kill round reports every time, and needs no chase.)
+                let sent = self.round();
+                let chase = sent > 0 && self.tree.discovery == Discovery::Scan && self.tree.leaf.is_none();
+                if chase {
+                    // Newcomers were killed: progress, so the give-up timer starts again.
                     self.progress();
                 }
-                let step = (step * 2).min(RESCAN_MAX);
-                self.rescan = Some((now + step, step));
+                self.rescan = Some(if chase {
+                    (now, RESCAN_FIRST)
+                } else {
+                    let step = (step * 2).min(RESCAN_MAX);
+                    (now + step, step)
+                });
             }
         }
         if self.abandon_at.is_some_and(|at| now >= at) {

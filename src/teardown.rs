@@ -1,5 +1,6 @@
 //! teardown: signalling every descendant guardian has, in rounds. A round discovers the
-//! tree (a `/proc` scan, or `kill(-1)` as PID 1 of a namespace whose `/proc` is not ours),
+//! tree (a `/proc` scan, reaching the pids born since the last round first, or `kill(-1)` as
+//! PID 1 of a namespace whose `/proc` is not ours),
 //! opens a pidfd per descendant, revalidates its identity (start time, parent still in the
 //! tree, pidfd still naming that pid), sends the signal and closes the pidfd again, so
 //! guardian never holds one fd per descendant. Each process gets the stop signal once and
@@ -11,7 +12,7 @@
 //! the pidfd's fdinfo), then the subreaper scan covers descendants that left the leaf. The
 //! kill phase writes `cgroup.kill` instead of signalling members one by one.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use serde_json::json;
 
@@ -76,6 +77,10 @@ pub struct Tree {
     leaf_kill_reported: bool,
     /// Members that this round's `cgroup.kill` reached: the scan does not SIGKILL them again.
     leaf_killed_now: HashSet<i32>,
+    /// The pids of the previous round's `/proc` listing: any other pid is a newcomer.
+    listed: HashSet<i32>,
+    /// The descendants the previous round's scan found, with their start times.
+    known: HashMap<i32, u64>,
 }
 
 impl Tree {
@@ -91,6 +96,8 @@ impl Tree {
             leaf,
             leaf_kill_reported: false,
             leaf_killed_now: HashSet::new(),
+            listed: HashSet::new(),
+            known: HashMap::new(),
         }
     }
 
@@ -264,63 +271,40 @@ impl Tree {
         let Some(proc) = self.proc.as_mut() else {
             return 0;
         };
-        let all = match proc.scan() {
-            Ok(all) => all,
+        let pids = match proc.list() {
+            Ok(pids) => pids,
             Err(e) => {
                 crate::warn!("cannot list /proc: {e}; will retry");
                 return 0;
             }
         };
-        let desc = proctree::descendants(&all, self.self_pid);
-        let members: HashSet<i32> = desc.iter().map(|s| s.pid).chain([self.self_pid]).collect();
         let mut sent = Vec::new();
-        let (mut already, mut unverified) = (0usize, 0usize);
+        // Newcomers first: a process born since the last round is what a forking or hopping
+        // tree (fork, setsid, parent exits) lives on. Reading every `stat` in /proc takes long
+        // on a busy machine, and a newcomer reached only after that has already forked again.
+        if !self.listed.is_empty() {
+            self.newcomers_first(&pids, phase, sig, cont, provider, &mut sent, events);
+        }
+        let Some(proc) = self.proc.as_mut() else {
+            return 0;
+        };
+        // Newest first here too: the live end of a fast-forking tree is read before it moves on.
+        let mut pids = pids;
+        pids.sort_unstable_by(|a, b| b.cmp(a));
+        let all = proc.stats(&pids);
+        self.listed = pids.into_iter().collect();
+        let desc = proctree::descendants(&all, self.self_pid);
+        self.known = desc.iter().map(|s| (s.pid, s.starttime)).collect();
+        #[cfg(feature = "test-hooks")]
+        crate::test_hooks::pause_after_scan(&desc, events);
+        let members: HashSet<i32> = desc.iter().map(|s| s.pid).chain([self.self_pid]).collect();
         for d in &desc {
-            if Some(d.pid) == provider || d.state == b'Z' || d.state == b'X' {
-                continue;
-            }
-            if phase == Phase::Kill && self.leaf_killed_now.contains(&d.pid) {
-                continue;
-            }
-            let key = (d.pid, d.starttime);
-            let done = match phase {
-                Phase::Stop => &self.stopped,
-                Phase::Kill => &self.killed,
-            };
-            if done.contains(&key) {
-                already += 1;
-                continue;
-            }
-            let Some(handle) = self.open_verified(d, &members, events) else {
-                unverified += 1;
-                continue;
-            };
-            match handle.signal(sig) {
-                Ok(()) => {
-                    if cont {
-                        let _ = handle.signal(libc::SIGCONT);
-                    }
-                    sent.push(d.pid);
-                    match phase {
-                        Phase::Stop => self.stopped.insert(key),
-                        Phase::Kill => self.killed.insert(key),
-                    };
-                }
-                Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
-                    if !self.stats.unkillable.contains(&d.pid) {
-                        crate::warn!("not permitted to signal descendant {} (it changed its user id)", d.pid);
-                        self.stats.unkillable.push(d.pid);
-                    }
-                }
-                Err(_) => {} // ESRCH: already gone.
-            }
+            self.signal_one(d, &members, phase, sig, cont, provider, &mut sent, events);
         }
         crate::debug!(
-            "round ({reason}): {} processes in /proc, {} descendants, {} signalled before, {} not verifiable, {} sent {}",
+            "round ({reason}): {} processes in /proc, {} descendants, {} sent {}",
             all.len(),
             desc.len(),
-            already,
-            unverified,
             sent.len(),
             signals::name(sig)
         );
@@ -336,6 +320,138 @@ impl Tree {
             );
         }
         sent.len()
+    }
+
+    /// Signals the descendants among the pids that were not in the previous listing, newest
+    /// pid first (the live end of a hopping chain), each as soon as it is found: a newcomer
+    /// descends from guardian when its parent is guardian, a descendant of the previous scan
+    /// that is still the same process (start time re-read), or a newcomer that does.
+    #[allow(clippy::too_many_arguments)]
+    fn newcomers_first(
+        &mut self,
+        pids: &[i32],
+        phase: Phase,
+        sig: i32,
+        cont: bool,
+        provider: Option<i32>,
+        sent: &mut Vec<i32>,
+        events: &mut Events,
+    ) {
+        let fresh: HashSet<i32> = pids.iter().copied().filter(|p| !self.listed.contains(p)).collect();
+        let mut order: Vec<i32> = fresh.iter().copied().collect();
+        order.sort_unstable_by(|a, b| b.cmp(a));
+        let mut members = HashSet::from([self.self_pid]);
+        // pid -> whether it descends from guardian (decided this round).
+        let mut verdict: HashMap<i32, bool> = HashMap::new();
+        for pid in order {
+            if verdict.contains_key(&pid) {
+                continue;
+            }
+            let Some(proc) = self.proc.as_mut() else {
+                return;
+            };
+            // Walk up through newcomers until the chain meets guardian, a known descendant,
+            // or anything else (a stranger, or a process gone meanwhile: the full scan decides).
+            let mut chain: Vec<Stat> = Vec::new();
+            let mut cur = pid;
+            let mut rereads = 0;
+            let descends = loop {
+                if let Some(&v) = verdict.get(&cur) {
+                    break v;
+                }
+                let Some(st) = proc.stat(cur) else {
+                    // Gone. If it was the parent of the last process read, that process has
+                    // been reparented meanwhile (to guardian, the subreaper): read it again.
+                    match chain.pop() {
+                        Some(child) if rereads < 8 => {
+                            rereads += 1;
+                            cur = child.pid;
+                            continue;
+                        }
+                        _ => break false,
+                    }
+                };
+                chain.push(st);
+                if st.ppid == self.self_pid || members.contains(&st.ppid) {
+                    break true;
+                }
+                if let Some(&start) = self.known.get(&st.ppid) {
+                    let same = proc.stat(st.ppid).is_some_and(|now| now.starttime == start);
+                    verdict.insert(st.ppid, same);
+                    if same {
+                        members.insert(st.ppid);
+                    }
+                    break same;
+                }
+                if !fresh.contains(&st.ppid) {
+                    break false;
+                }
+                cur = st.ppid;
+            };
+            for st in &chain {
+                verdict.insert(st.pid, descends);
+                if descends {
+                    members.insert(st.pid);
+                }
+            }
+            if descends {
+                for st in &chain {
+                    self.signal_one(st, &members, phase, sig, cont, provider, sent, events);
+                }
+            }
+        }
+    }
+
+    /// Sends the phase's signal to one scanned descendant, unless it had it already or is not
+    /// the process the scan saw any more.
+    #[allow(clippy::too_many_arguments)]
+    fn signal_one(
+        &mut self,
+        d: &Stat,
+        members: &HashSet<i32>,
+        phase: Phase,
+        sig: i32,
+        cont: bool,
+        provider: Option<i32>,
+        sent: &mut Vec<i32>,
+        events: &mut Events,
+    ) {
+        if Some(d.pid) == provider || d.state == b'Z' || d.state == b'X' {
+            return;
+        }
+        if phase == Phase::Kill && self.leaf_killed_now.contains(&d.pid) {
+            return;
+        }
+        let key = (d.pid, d.starttime);
+        let done = match phase {
+            Phase::Stop => &self.stopped,
+            Phase::Kill => &self.killed,
+        };
+        if done.contains(&key) {
+            return;
+        }
+        let Some(handle) = self.open_verified(d, members, events) else {
+            return;
+        };
+        match handle.signal(sig) {
+            Ok(()) => {
+                if cont {
+                    let _ = handle.signal(libc::SIGCONT);
+                }
+                sent.push(d.pid);
+                match phase {
+                    Phase::Stop => self.stopped.insert(key),
+                    Phase::Kill => self.killed.insert(key),
+                };
+            }
+            Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
+                if !self.stats.unkillable.contains(&d.pid) {
+                    crate::warn!("not permitted to signal descendant {} (it changed its user id)", d.pid);
+                    self.stats.unkillable.push(d.pid);
+                }
+            }
+            Err(_) => {} // ESRCH: already gone.
+        }
     }
 
     /// A handle on `seen` only if it is still the process the scan saw: pidfd_open, then its
