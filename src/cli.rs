@@ -173,7 +173,7 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let mut scale = nanos_per;
     for d in frac.bytes() {
         scale /= 10;
-        nanos += u128::from(d - b'0') * scale;
+        nanos = nanos.checked_add(u128::from(d - b'0') * scale).ok_or_else(bad)?;
     }
     if nanos > u128::from(u64::MAX) {
         return Err(bad());

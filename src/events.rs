@@ -2,6 +2,12 @@
 //! reopened as guardian's own non-blocking description for pipes), buffers lines the reader
 //! has not taken yet, and never blocks or stops the teardown: a full pipe is flushed from the
 //! poll loop (POLLOUT), a broken or closed one is dropped.
+//!
+//! A pipe that cannot be reopened (it belongs to another user, or /proc is missing) is
+//! written with `RWF_NOWAIT`, and where the kernel lacks that for pipes, only after poll()
+//! reports room and at most `PIPE_BUF` bytes at a time (which then cannot block while
+//! guardian is the pipe's only writer). Plain blocking writes remain only for regular files
+//! and terminals.
 
 use std::fs::OpenOptions;
 use std::io;
@@ -20,6 +26,10 @@ const MAX_BUFFERED: usize = 8 << 20;
 enum Kind {
     /// A pipe reopened through /proc as our own O_NONBLOCK description.
     NonBlockingPipe,
+    /// A pipe shared with the caller: pwritev2(RWF_NOWAIT).
+    NowaitPipe,
+    /// A pipe, on a kernel without RWF_NOWAIT for pipes: poll, then at most PIPE_BUF bytes.
+    PolledPipe,
     /// A socket (Node's 'pipe' stdio): send(MSG_DONTWAIT | MSG_NOSIGNAL).
     Socket,
     /// A regular file, terminal or a pipe we could not reopen: plain blocking writes.
@@ -53,8 +63,8 @@ impl Events {
             Ok(t) if t.is_fifo() => match reopen_nonblocking(n) {
                 Ok(fd) => (fd, Kind::NonBlockingPipe),
                 Err(e) => {
-                    crate::debug!("events fd {n}: cannot reopen the pipe non-blocking ({e}); writes may block");
-                    (dup(&inherited)?, Kind::Blocking)
+                    crate::debug!("events fd {n}: cannot reopen the pipe non-blocking ({e}); writing with RWF_NOWAIT");
+                    (dup(&inherited)?, Kind::NowaitPipe)
                 }
             },
             Ok(t) if t.is_socket() => (dup(&inherited)?, Kind::Socket),
@@ -99,9 +109,17 @@ impl Events {
             let Some((fd, kind)) = &self.out else { return };
             let res = match kind {
                 Kind::Socket => sys::send_nonblocking(fd.as_fd(), &self.buf),
+                Kind::NowaitPipe => sys::write_nowait(fd.as_fd(), &self.buf),
+                Kind::PolledPipe => write_polled(fd, &self.buf),
                 _ => rustix::io::write(fd, &self.buf).map_err(io::Error::from),
             };
             match res {
+                Err(e) if matches!(kind, Kind::NowaitPipe) && e.raw_os_error() == Some(libc::EOPNOTSUPP) => {
+                    crate::debug!("events fd: RWF_NOWAIT not supported for pipes; writing after poll()");
+                    if let Some((_, kind)) = self.out.as_mut() {
+                        *kind = Kind::PolledPipe;
+                    }
+                }
                 Ok(n) => {
                     self.buf.drain(..n);
                 }
@@ -144,6 +162,23 @@ impl Events {
             crate::debug!("events fd: {} lines dropped while the reader was not reading", self.dropped);
         }
     }
+}
+
+/// One write that cannot block while guardian is the pipe's only writer: poll() reports at
+/// least one free page, and a write of at most PIPE_BUF bytes fits in it.
+fn write_polled(fd: &OwnedFd, buf: &[u8]) -> io::Result<usize> {
+    let mut fds = [PollFd::new(fd, PollFlags::OUT)];
+    let zero = rustix::event::Timespec { tv_sec: 0, tv_nsec: 0 };
+    rustix::event::poll(&mut fds, Some(&zero))?;
+    let ready = fds[0].revents();
+    if ready.intersects(PollFlags::ERR | PollFlags::HUP) {
+        return Err(io::Error::from_raw_os_error(libc::EPIPE));
+    }
+    if !ready.contains(PollFlags::OUT) {
+        return Err(io::ErrorKind::WouldBlock.into());
+    }
+    let len = buf.len().min(libc::PIPE_BUF);
+    rustix::io::write(fd, &buf[..len]).map_err(io::Error::from)
 }
 
 fn reopen_nonblocking(n: RawFd) -> io::Result<OwnedFd> {

@@ -1,7 +1,8 @@
 //! guardian: a Linux process-tree guardian. `main` wires the modules together in the order
-//! the guarantees need: parse options, refuse setuid, block the handled signals, become a
-//! child subreaper, take over the events fd, watch the parent, and only then start the
-//! provider; then the supervise loop runs until release.
+//! the guarantees need: parse options, refuse setuid, take over the events fd (so a failed
+//! setup step is reported there as an `error` event), block the handled signals, become a
+//! child subreaper, watch the parent, and only then start the provider; then probe whether
+//! pidfds may signal, and the supervise loop runs until release.
 //!
 //! Modules: `cgroup` (leaf cgroups, `sweep`), `cli` (options), `doctor` (capability check),
 //! `signals` (names, handled set), `sys` (all `unsafe`), `pidref` (process handle), `proctree`
@@ -15,6 +16,8 @@ mod events;
 mod log;
 mod pidref;
 mod proctree;
+#[cfg(test)]
+mod proptests;
 mod signals;
 mod spawn;
 mod supervise;
@@ -23,7 +26,7 @@ mod teardown;
 #[cfg(feature = "test-hooks")]
 mod test_hooks;
 
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, OwnedFd};
 
 use clap::Parser;
 use serde_json::json;
@@ -80,23 +83,20 @@ fn fail(msg: String) -> Failure {
     (EXIT_GUARDIAN, msg)
 }
 
-fn setup_and_supervise(cli: cli::Cli) -> Result<i32, Failure> {
-    if sys::is_setid() {
-        return Err(fail(
-            "refusing to run setuid/setgid (real and effective ids differ); install guardian without the set-id bit"
-                .into(),
-        ));
-    }
-    let me = std::process::id() as i32;
+/// What setup produced for the supervise loop.
+struct Started {
+    sigfd: OwnedFd,
+    parent: Option<ParentWatch>,
+    discovery: Discovery,
+    proc: Option<proctree::Proc>,
+    leaf: Option<cgroup::Leaf>,
+    spawned: spawn::Spawned,
+    take_terminal: bool,
+}
 
-    // 1. Events fd: taken over before guardian opens any fd of its own (a signalfd could
-    //    otherwise reuse a closed number the caller named), and before the provider could
-    //    inherit it.
-    let mut events = match cli.events_fd {
-        Some(n) => Events::open(n).map_err(fail)?,
-        None => Events::disabled(),
-    };
-
+/// Setup steps 2 to 9, up to and including the provider's start; on failure nothing it
+/// started is left running, and the caller reports the failure as an `error` event.
+fn start(cli: &cli::Cli, me: i32, events: &mut Events) -> Result<Started, Failure> {
     // 2. Signals: remember what the caller gave us, block what guardian handles.
     let sigchld_ignored = sys::is_ignored(libc::SIGCHLD);
     if sigchld_ignored {
@@ -117,7 +117,7 @@ fn setup_and_supervise(cli: cli::Cli) -> Result<i32, Failure> {
     .map_err(|e| fail(format!("prctl(PR_SET_CHILD_SUBREAPER) failed: {e}")))?;
 
     // 4. Parent watch: pidfd on the parent, re-checked after opening.
-    let parent = if cli.no_parent_watch { None } else { watch_parent(&mut events)? };
+    let parent = if cli.no_parent_watch { None } else { watch_parent(events)? };
 
     // 5. How descendants will be found at teardown.
     let mut proc = proctree::Proc::open().ok();
@@ -135,7 +135,7 @@ fn setup_and_supervise(cli: cli::Cli) -> Result<i32, Failure> {
     };
 
     // 6. The leaf cgroup, before the provider exists, so none of its tree is born outside.
-    let leaf = setup_cgroup(&cli, me, &mut events)?;
+    let leaf = setup_cgroup(cli, me, events)?;
 
     // 7. Terminal: hand the foreground to the provider only if guardian has it.
     let take_terminal = sys::isatty(0) && sys::tcgetpgrp(0).ok() == Some(sys::getpgrp());
@@ -148,12 +148,51 @@ fn setup_and_supervise(cli: cli::Cli) -> Result<i32, Failure> {
         take_terminal,
         cgroup: leaf.as_ref().map(|l| (l.dir_fd(), l.procs_fd())),
     };
-    let spawned = match spawn::spawn(&cfg, &mut events) {
-        Ok(s) => s,
-        Err(e) => {
-            events.emit("error", json!({"status": e.status, "message": e.message}));
+    let spawned = spawn::spawn(&cfg, events).map_err(|e| (e.status, e.message))?;
+
+    // 9. Can pidfds signal? A pidfd on guardian itself, or else on the provider (its unreaped
+    //    child), both always permitted targets, tells a refused interface from a denied target.
+    match sys::pidfd_open(me) {
+        Ok(fd) => pidref::probe_pidfd_signal(fd.as_fd(), events),
+        Err(_) => {
+            if let Some(fd) = spawned.provider.pidfd() {
+                pidref::probe_pidfd_signal(fd, events);
+            }
+        }
+    }
+    Ok(Started { sigfd, parent, discovery, proc, leaf, spawned, take_terminal })
+}
+
+fn setup_and_supervise(cli: cli::Cli) -> Result<i32, Failure> {
+    if sys::is_setid() {
+        return Err(fail(
+            "refusing to run setuid/setgid (real and effective ids differ); install guardian without the set-id bit"
+                .into(),
+        ));
+    }
+    let me = std::process::id() as i32;
+
+    // 0. Not dumpable: /proc/<guardian>/fd and ptrace are closed to a same-uid provider, which
+    //    could otherwise reopen the events pipe through /proc and forge events. The provider's
+    //    exec makes it dumpable again (its own business).
+    if let Err(e) = rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable) {
+        warn!("prctl(PR_SET_DUMPABLE, 0) failed: {e}; a same-uid provider could reach guardian's fds through /proc");
+    }
+
+    // 1. Events fd: taken over before guardian opens any fd of its own (a signalfd could
+    //    otherwise reuse a closed number the caller named), and before the provider could
+    //    inherit it.
+    let mut events = match cli.events_fd {
+        Some(n) => Events::open(n).map_err(fail)?,
+        None => Events::disabled(),
+    };
+
+    let Started { sigfd, parent, discovery, proc, leaf, spawned, take_terminal } = match start(&cli, me, &mut events) {
+        Ok(started) => started,
+        Err((status, message)) => {
+            events.emit("error", json!({"status": status, "message": message}));
             events.close(std::time::Duration::from_secs(1));
-            return Err((e.status, e.message));
+            return Err((status, message));
         }
     };
     let mode = match (&leaf, me == 1) {
@@ -251,6 +290,5 @@ fn watch_parent(events: &mut Events) -> Result<Option<ParentWatch>, Failure> {
             "the parent process ({ppid}) exited before the provider could start; nothing was started"
         )));
     }
-    let _: Option<&OwnedFd> = None;
     Ok(Some(watch))
 }

@@ -79,15 +79,18 @@ pub fn parse(text: &str) -> Result<i32, String> {
         if rest.is_empty() {
             return Some(base);
         }
-        let (sign, digits) = rest.split_at(1);
-        let off: i32 = digits.parse().ok()?;
-        let v = if sign == "+" {
-            base + off
-        } else if sign == "-" {
-            base - off
-        } else {
-            return None;
+        // Byte-wise: `rest` may start with any character (a multi-byte one made
+        // `split_at(1)` panic), and the offset may be huge (overflowed `base + off`).
+        let (plus, digits) = match rest.as_bytes()[0] {
+            b'+' => (true, &rest[1..]),
+            b'-' => (false, &rest[1..]),
+            _ => return None,
         };
+        if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        let off: i32 = digits.parse().ok()?;
+        let v = if plus { base.checked_add(off)? } else { base.checked_sub(off)? };
         (min..=max).contains(&v).then_some(v)
     };
     if let Some(rest) = bare.strip_prefix("RTMIN") {
@@ -101,7 +104,9 @@ pub fn parse(text: &str) -> Result<i32, String> {
 
 /// Every signal guardian blocks and reads from its signalfd: all catchable signals except
 /// the synchronous faults, and except those ignored when guardian started (they stay
-/// ignored for guardian and, inherited, for the provider). SIGCHLD is always handled.
+/// ignored for guardian and, inherited, for the provider). SIGCHLD is always handled, and so
+/// is SIGPIPE: the Rust runtime sets it to SIG_IGN before `main`, so its original disposition
+/// is unknowable; like `std::process::Command`, guardian gives the provider SIG_DFL.
 pub fn handled(ignored_at_start: &dyn Fn(i32) -> bool) -> sys::SigSet {
     let mut set = sys::SigSet::empty();
     let (_, max) = sys::sigrt_range();
@@ -109,7 +114,7 @@ pub fn handled(ignored_at_start: &dyn Fn(i32) -> bool) -> sys::SigSet {
         if is_uncatchable_or_fault(sig) || is_libc_reserved(sig) {
             continue;
         }
-        if sig != libc::SIGCHLD && ignored_at_start(sig) {
+        if sig != libc::SIGCHLD && sig != libc::SIGPIPE && ignored_at_start(sig) {
             continue;
         }
         set.add(sig);
@@ -169,6 +174,8 @@ mod tests {
         assert!(set.contains(libc::SIGCHLD), "SIGCHLD is always handled");
         assert!(!set.contains(libc::SIGINT), "ignored at start stays ignored");
         assert!(!set.contains(libc::SIGSEGV));
+        let set = handled(&|s| s == libc::SIGPIPE);
+        assert!(set.contains(libc::SIGPIPE), "SIGPIPE's ignored state is the Rust runtime's, not the caller's");
         assert!(!is_forwarded(libc::SIGCHLD));
         assert!(is_forwarded(libc::SIGWINCH));
     }

@@ -167,6 +167,6 @@ fn in_path(cmd: &str) -> bool {
 /// Reports a refused interface: a debug log line and a `fallback` event.
 pub fn fallback(events: &mut Events, what: &str, err: &io::Error, instead: &str) {
     let errno = err.raw_os_error().unwrap_or(0);
-    crate::debug!("{what} refused ({}: {err}); falling back to {instead}", sys::errno_name(errno));
+    crate::info!("{what} refused ({}: {err}); falling back to {instead}", sys::errno_name(errno));
     events.emit("fallback", json!({"what": what, "errno": sys::errno_name(errno), "detail": instead}));
 }

@@ -33,8 +33,11 @@ use crate::signals;
 use crate::sys::{self, Reaped, WaitStatus};
 use crate::teardown::{Discovery, Phase, Tree};
 
-/// How long to keep waiting for ECHILD after SIGKILL before giving up honestly (exit 125,
-/// an `error` event naming what remains): at least this, or the grace period if longer.
+/// How long to keep waiting for ECHILD after SIGKILL, and after the last progress (a
+/// descendant killed or reaped), before giving up honestly (exit 125, an `error` event
+/// naming what remains): at least this, or the grace period if longer. Measured from the last
+/// progress, so a tree that is still being killed (a fork storm that starves guardian of CPU)
+/// is never abandoned while guardian can still reach it.
 const MIN_ABANDON_WAIT: Duration = Duration::from_secs(5);
 /// First and largest interval between rescans while draining.
 const RESCAN_FIRST: Duration = Duration::from_millis(10);
@@ -349,6 +352,7 @@ impl Supervisor {
                 Ok(Reaped::Child(pid, _)) => {
                     crate::debug!("reaped descendant {pid}");
                     self.tree.stats.reaped += 1;
+                    self.progress();
                 }
                 Ok(Reaped::NoneReady) => {
                     self.no_children = false;
@@ -501,6 +505,10 @@ impl Supervisor {
                 // broadcast or cgroup.kill round reports every time, and needs no chase.)
                 let sent = self.round();
                 let chase = sent > 0 && self.tree.discovery == Discovery::Scan && self.tree.leaf.is_none();
+                if chase {
+                    // Newcomers were killed: progress, so the give-up timer starts again.
+                    self.progress();
+                }
                 self.rescan = Some(if chase {
                     (now, RESCAN_FIRST)
                 } else {
@@ -527,6 +535,13 @@ impl Supervisor {
         self.round();
         self.rescan = Some((now + RESCAN_FIRST, RESCAN_FIRST));
         self.abandon_at = Some(now + self.settings.grace.max(MIN_ABANDON_WAIT));
+    }
+
+    /// A descendant was killed or reaped: the bounded wait for ECHILD starts again.
+    fn progress(&mut self) {
+        if let Some(at) = self.abandon_at.as_mut() {
+            *at = sys::monotonic() + self.settings.grace.max(MIN_ABANDON_WAIT);
+        }
     }
 
     /// SIGKILL was sent long ago and children remain that guardian cannot see or signal.

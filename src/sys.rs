@@ -304,8 +304,8 @@ pub struct ExecPlan<'a> {
     pub join_cgroup_procs: Option<RawFd>,
 }
 
-/// Runs in the child after fork/clone3: new process group, terminal, cgroup, original signal
-/// mask, then `execvp`. On failure writes a tag byte and errno to the error pipe and exits
+/// Runs in the child after fork/clone3: new process group, terminal, cgroup, SIGCHLD and
+/// SIGPIPE dispositions, original signal mask, then `execvp`. On failure writes a tag byte and errno to the error pipe and exits
 /// 127. Never returns.
 pub fn exec_provider(plan: &ExecPlan<'_>) -> ! {
     // SAFETY: this runs in a freshly forked single-threaded child. It calls only
@@ -347,6 +347,9 @@ pub fn exec_provider(plan: &ExecPlan<'_>) -> ! {
         if plan.restore_sigchld_ignored {
             libc::signal(libc::SIGCHLD, libc::SIG_IGN);
         }
+        // The Rust runtime ignored SIGPIPE before guardian's main; the provider gets the
+        // default action, as every program started by std::process::Command does.
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
         if libc::pthread_sigmask(libc::SIG_SETMASK, &plan.original_mask.0, std::ptr::null_mut()) != 0 {
             fail(b'm');
         }
@@ -416,6 +419,17 @@ pub fn send_nonblocking(fd: BorrowedFd<'_>, buf: &[u8]) -> io::Result<usize> {
     // SAFETY: buf is valid for len bytes.
     let n =
         unsafe { libc::send(fd.as_raw_fd(), buf.as_ptr().cast(), buf.len(), libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL) };
+    if n < 0 { Err(io::Error::last_os_error()) } else { Ok(n as usize) }
+}
+
+/// `pwritev2(fd, [buf], -1, RWF_NOWAIT)`: a write that fails with EAGAIN instead of blocking,
+/// without changing the description's shared `O_NONBLOCK` flag. Pipes support it since
+/// Linux 5.x; older kernels answer EOPNOTSUPP.
+pub fn write_nowait(fd: BorrowedFd<'_>, buf: &[u8]) -> io::Result<usize> {
+    let iov = libc::iovec { iov_base: buf.as_ptr() as *mut libc::c_void, iov_len: buf.len() };
+    // SAFETY: one iovec describing `buf`, valid for the call; offset -1 means "current
+    // position" (pipes have none).
+    let n = unsafe { libc::pwritev2(fd.as_raw_fd(), &iov, 1, -1, libc::RWF_NOWAIT) };
     if n < 0 { Err(io::Error::last_os_error()) } else { Ok(n as usize) }
 }
 

@@ -89,7 +89,7 @@ impl Tree {
             discovery,
             self_pid: std::process::id() as i32,
             proc,
-            use_pidfd: true,
+            use_pidfd: crate::pidref::pidfd_signal_usable(),
             stopped: HashSet::new(),
             killed: HashSet::new(),
             stats: Stats::default(),
@@ -301,6 +301,13 @@ impl Tree {
         for d in &desc {
             self.signal_one(d, &members, phase, sig, cont, provider, &mut sent, events);
         }
+        crate::debug!(
+            "round ({reason}): {} processes in /proc, {} descendants, {} sent {}",
+            all.len(),
+            desc.len(),
+            sent.len(),
+            signals::name(sig)
+        );
         match phase {
             Phase::Stop => self.stats.signalled += sent.len() as u64,
             Phase::Kill => self.stats.killed += sent.len() as u64,
