@@ -114,6 +114,8 @@ pub struct Supervisor {
     abandon_at: Option<Duration>,
     /// The leaf's `cgroup.events` said `populated 0` (always true without a leaf).
     leaf_empty: bool,
+    /// The SIGKILL deadline's /proc scan for descendants outside the leaf has run.
+    killed_outside_leaf: bool,
 }
 
 enum Outcome {
@@ -151,6 +153,7 @@ impl Supervisor {
             rescan: None,
             abandon_at: None,
             leaf_empty: tree.leaf.is_none(),
+            killed_outside_leaf: false,
             tree,
         }
     }
@@ -429,6 +432,11 @@ impl Supervisor {
             })
             .reason;
         crate::debug!("{}: stopping descendants ({})", self.state_name(), reason.name());
+        if self.stop.as_ref().is_some_and(|s| !s.escalated && s.deadline <= now) {
+            // No grace left (--grace 0): a stop-signal round would only delay the SIGKILL.
+            self.escalate();
+            return;
+        }
         self.round();
         self.rescan = Some((now + RESCAN_FIRST, RESCAN_FIRST));
     }
@@ -440,7 +448,12 @@ impl Supervisor {
         let escalated = self.stop.as_ref().is_some_and(|s| s.escalated);
         let (phase, reason) = if escalated { (Phase::Kill, "kill") } else { (Phase::Stop, "stop") };
         let provider = self.status.is_none().then_some(self.provider.pid);
-        self.tree.round(phase, self.settings.stop_signal, provider, reason, &mut self.events)
+        // With a leaf, `cgroup.procs` names the tree and /proc is scanned only for what the
+        // leaf cannot show: descendants that moved out of it (once it is empty, and at the
+        // SIGKILL deadline). Without one, every round scans.
+        let scan = self.tree.leaf.is_none() || self.leaf_empty || escalated && !self.killed_outside_leaf;
+        self.killed_outside_leaf |= escalated && scan;
+        self.tree.round(phase, self.settings.stop_signal, provider, reason, scan, &mut self.events)
     }
 
     fn request_stop(&mut self, reason: StopReason) {

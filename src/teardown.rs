@@ -102,14 +102,16 @@ impl Tree {
     }
 
     /// One round: sends the phase's signal to every descendant that has not had it yet.
-    /// `provider` is skipped while it is unreaped (it has its own handle). Returns how many
-    /// processes were signalled.
+    /// `provider` is skipped while it is unreaped (it has its own handle); `scan` says whether
+    /// to look through /proc (with a leaf, only for descendants that left it). Returns how
+    /// many processes were signalled.
     pub fn round(
         &mut self,
         phase: Phase,
         stop_signal: i32,
         provider: Option<i32>,
         reason: &str,
+        scan: bool,
         events: &mut Events,
     ) -> usize {
         let sig = match phase {
@@ -123,7 +125,8 @@ impl Tree {
             + match self.discovery {
                 Discovery::Blind => 0,
                 Discovery::Broadcast => self.broadcast(sig, follow_with_cont, reason, events),
-                Discovery::Scan => self.scan_round(phase, sig, follow_with_cont, provider, reason, events),
+                Discovery::Scan if scan => self.scan_round(phase, sig, follow_with_cont, provider, reason, events),
+                Discovery::Scan => 0,
             }
     }
 
