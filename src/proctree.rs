@@ -1,7 +1,10 @@
 //! proctree: guardian's view of its process tree through `/proc`. Parses `/proc/PID/stat`
 //! (after the last `)`: comm may hold spaces and parentheses), lists every process, computes
 //! the descendants of guardian in breadth-first order (parents before children), and checks
-//! that a pidfd still names the process a scan saw (`/proc/self/fdinfo`).
+//! that a pidfd still names the process a scan saw (`/proc/self/fdinfo`). Where the kernel
+//! has `/proc/PID/task/TID/children` (CONFIG_PROC_CHILDREN), [`Proc::walk`] reaches the
+//! descendants top-down, at a cost that follows the tree, not the number of processes on the
+//! machine; elsewhere a round lists all of `/proc`.
 
 use std::collections::HashMap;
 use std::io;
@@ -17,6 +20,8 @@ pub struct Stat {
     pub ppid: i32,
     pub pgrp: i32,
     pub session: i32,
+    /// Number of threads (field 20): which `task/*/children` files hold its children.
+    pub threads: u32,
     /// Start time in clock ticks since boot (field 22): with the pid, a process identity.
     pub starttime: u64,
 }
@@ -36,9 +41,10 @@ pub fn parse_stat(buf: &[u8]) -> Option<Stat> {
     let ppid = it.next()?.parse().ok()?;
     let pgrp = it.next()?.parse().ok()?;
     let session = it.next()?.parse().ok()?;
-    // Skip fields 7..=21 (15 fields) to reach starttime, field 22.
-    let starttime = it.nth(15)?.parse().ok()?;
-    Some(Stat { pid, state, ppid, pgrp, session, starttime })
+    // Skip fields 7..=19 (13 fields) to reach num_threads, field 20, then starttime, field 22.
+    let threads = it.nth(13)?.parse().ok()?;
+    let starttime = it.nth(1)?.parse().ok()?;
+    Some(Stat { pid, state, ppid, pgrp, session, threads, starttime })
 }
 
 /// An open `/proc` directory, reused for every scan.
@@ -113,6 +119,66 @@ impl Proc {
         Ok(pids)
     }
 
+    /// Whether this kernel has `/proc/PID/task/TID/children` files.
+    pub fn has_children_files(&mut self) -> bool {
+        let me = std::process::id();
+        self.read_file(&format!("{me}/task/{me}/children")).is_ok()
+    }
+
+    /// The children of a process, from the `children` file of each of its threads (of the
+    /// main thread alone when it has one). `None` when it is gone or unreadable.
+    fn children(&mut self, st: &Stat, out: &mut Vec<i32>) -> Option<()> {
+        let tids = if st.threads <= 1 { vec![st.pid] } else { self.tasks(st.pid)? };
+        for tid in tids {
+            let n = self.read_file(&format!("{}/task/{tid}/children", st.pid)).ok()?;
+            let text = std::str::from_utf8(&self.buf[..n]).ok()?;
+            out.extend(text.split_ascii_whitespace().filter_map(|p| p.parse::<i32>().ok()));
+        }
+        Some(())
+    }
+
+    fn tasks(&mut self, pid: i32) -> Option<Vec<i32>> {
+        let fd = rustix::fs::openat(
+            &self.dir,
+            format!("{pid}/task"),
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .ok()?;
+        let mut dir = Dir::read_from(&fd).ok()?;
+        let mut tids = Vec::new();
+        while let Some(Ok(entry)) = dir.read() {
+            if let Some(tid) = std::str::from_utf8(entry.file_name().to_bytes()).ok().and_then(|s| s.parse().ok()) {
+                tids.push(tid);
+            }
+        }
+        Some(tids)
+    }
+
+    /// The descendants of `root`, breadth-first, read top-down through the `children` files.
+    /// A child whose `stat` no longer names that parent (it died, or was reparented while the
+    /// walk ran) is left to the next round; `waitpid`'s ECHILD, not the walk, says when the
+    /// tree is empty.
+    pub fn walk(&mut self, root: i32) -> Vec<Stat> {
+        let mut out = Vec::new();
+        let Some(top) = self.stat(root) else { return out };
+        let mut queue = std::collections::VecDeque::from([top]);
+        let mut kids = Vec::new();
+        while let Some(parent) = queue.pop_front() {
+            kids.clear();
+            if self.children(&parent, &mut kids).is_none() {
+                continue;
+            }
+            for &pid in &kids {
+                if let Some(st) = self.stat(pid).filter(|st| st.ppid == parent.pid) {
+                    out.push(st);
+                    queue.push_back(st);
+                }
+            }
+        }
+        out
+    }
+
     /// The pid a pidfd refers to now (`Pid:` in its fdinfo): `None` when the process has been
     /// reaped (-1) or fdinfo is unreadable.
     pub fn pidfd_pid(&mut self, pidfd: &impl AsFd) -> Option<i32> {
@@ -162,7 +228,10 @@ mod tests {
     #[test]
     fn parses_plain_stat() {
         let s = parse_stat(SLEEP).unwrap();
-        assert_eq!(s, Stat { pid: 4242, state: b'S', ppid: 4241, pgrp: 4242, session: 4200, starttime: 987654 });
+        assert_eq!(
+            s,
+            Stat { pid: 4242, state: b'S', ppid: 4241, pgrp: 4242, session: 4200, threads: 1, starttime: 987654 }
+        );
     }
 
     #[test]
@@ -183,7 +252,7 @@ mod tests {
 
     #[test]
     fn descendants_are_breadth_first_and_exclude_strangers() {
-        let p = |pid, ppid| Stat { pid, state: b'S', ppid, pgrp: pid, session: pid, starttime: 1 };
+        let p = |pid, ppid| Stat { pid, state: b'S', ppid, pgrp: pid, session: pid, threads: 1, starttime: 1 };
         let all = [p(1, 0), p(10, 1), p(20, 10), p(30, 20), p(21, 10), p(40, 30), p(99, 1), p(31, 21)];
         let d: Vec<i32> = descendants(&all, 10).iter().map(|s| s.pid).collect();
         assert_eq!(d.len(), 5);

@@ -19,10 +19,11 @@ fn stat_line(s: &Stat, comm: &[u8], tail: &[u64]) -> Vec<u8> {
     let mut v = format!("{} (", s.pid).into_bytes();
     v.extend_from_slice(comm);
     v.extend_from_slice(format!(") {} {} {} {}", s.state as char, s.ppid, s.pgrp, s.session).as_bytes());
-    // Fields 7..=21 (tty_nr .. itrealvalue), then starttime (22), then the rest.
-    for x in &tail[..15] {
+    // Fields 7..=19 (tty_nr .. nice), num_threads (20), itrealvalue (21), starttime (22), the rest.
+    for x in &tail[..13] {
         v.extend_from_slice(format!(" {x}").as_bytes());
     }
+    v.extend_from_slice(format!(" {} {}", s.threads, tail[13]).as_bytes());
     v.extend_from_slice(format!(" {}", s.starttime).as_bytes());
     for x in &tail[15..] {
         v.extend_from_slice(format!(" {x}").as_bytes());
@@ -45,7 +46,7 @@ proptest! {
         cut in 0usize..300,
         junk in proptest::collection::vec(any::<u8>(), 0..8),
     ) {
-        let s = Stat { pid: 42, state: b'S', ppid: 1, pgrp: 42, session: 42, starttime: 99 };
+        let s = Stat { pid: 42, state: b'S', ppid: 1, pgrp: 42, session: 42, threads: 1, starttime: 99 };
         let mut line = stat_line(&s, &comm, &[0; 30]);
         line.truncate(cut.min(line.len()));
         line.extend_from_slice(&junk);
@@ -61,11 +62,12 @@ proptest! {
         pgrp in 0i32..=4_194_304,
         session in 0i32..=4_194_304,
         state in prop::sample::select(b"RSDZTtXxKWPI".to_vec()),
+        threads in 1u32..=100_000,
         starttime in any::<u64>(),
         comm in proptest::collection::vec(1u8..=255, 0..16),
         tail in proptest::collection::vec(any::<u64>(), 30),
     ) {
-        let s = Stat { pid, state, ppid, pgrp, session, starttime };
+        let s = Stat { pid, state, ppid, pgrp, session, threads, starttime };
         prop_assert_eq!(parse_stat(&stat_line(&s, &comm, &tail)), Some(s));
     }
 

@@ -78,14 +78,24 @@ pub struct Tree {
     /// Members that this round's `cgroup.kill` reached: the scan does not SIGKILL them again.
     leaf_killed_now: HashSet<i32>,
     /// The pids of the previous round's `/proc` listing: any other pid is a newcomer.
+    /// Rounds walk the `children` files instead of listing all of `/proc`.
+    walk: bool,
     listed: HashSet<i32>,
     /// The descendants the previous round's scan found, with their start times.
     known: HashMap<i32, u64>,
 }
 
 impl Tree {
-    pub fn new(discovery: Discovery, proc: Option<Proc>, leaf: Option<Leaf>) -> Tree {
+    pub fn new(discovery: Discovery, mut proc: Option<Proc>, leaf: Option<Leaf>) -> Tree {
+        let walk = proc.as_mut().is_some_and(|p| p.has_children_files()) && !forced_full_scan();
+        if proc.is_some() {
+            crate::debug!(
+                "descendants are found by {}",
+                if walk { "walking /proc/PID/task/TID/children" } else { "listing all of /proc" }
+            );
+        }
         Tree {
+            walk,
             discovery,
             self_pid: std::process::id() as i32,
             proc,
@@ -271,33 +281,10 @@ impl Tree {
         reason: &str,
         events: &mut Events,
     ) -> usize {
-        let Some(proc) = self.proc.as_mut() else {
-            return 0;
-        };
-        let pids = match proc.list() {
-            Ok(pids) => pids,
-            Err(e) => {
-                crate::warn!("cannot list /proc: {e}; will retry");
-                return 0;
-            }
-        };
         let mut sent = Vec::new();
-        // Newcomers first: a process born since the last round is what a forking or hopping
-        // tree (fork, setsid, parent exits) lives on. Reading every `stat` in /proc takes long
-        // on a busy machine, and a newcomer reached only after that has already forked again.
-        if !self.listed.is_empty() {
-            self.newcomers_first(&pids, phase, sig, cont, provider, &mut sent, events);
-        }
-        let Some(proc) = self.proc.as_mut() else {
+        let Some((desc, seen)) = self.discover(phase, sig, cont, provider, &mut sent, events) else {
             return 0;
         };
-        // Newest first here too: the live end of a fast-forking tree is read before it moves on.
-        let mut pids = pids;
-        pids.sort_unstable_by(|a, b| b.cmp(a));
-        let all = proc.stats(&pids);
-        self.listed = pids.into_iter().collect();
-        let desc = proctree::descendants(&all, self.self_pid);
-        self.known = desc.iter().map(|s| (s.pid, s.starttime)).collect();
         #[cfg(feature = "test-hooks")]
         crate::test_hooks::pause_after_scan(&desc, events);
         let members: HashSet<i32> = desc.iter().map(|s| s.pid).chain([self.self_pid]).collect();
@@ -305,8 +292,7 @@ impl Tree {
             self.signal_one(d, &members, phase, sig, cont, provider, &mut sent, events);
         }
         crate::debug!(
-            "round ({reason}): {} processes in /proc, {} descendants, {} sent {}",
-            all.len(),
+            "round ({reason}): {seen} processes read, {} descendants, {} sent {}",
             desc.len(),
             sent.len(),
             signals::name(sig)
@@ -323,6 +309,46 @@ impl Tree {
             );
         }
         sent.len()
+    }
+
+    /// This round's descendants, breadth-first, and how many processes were read to find them:
+    /// a top-down walk of the `children` files where the kernel has them, else a listing of
+    /// all of `/proc` (newcomers since the last round are signalled first, into `sent`).
+    fn discover(
+        &mut self,
+        phase: Phase,
+        sig: i32,
+        cont: bool,
+        provider: Option<i32>,
+        sent: &mut Vec<i32>,
+        events: &mut Events,
+    ) -> Option<(Vec<Stat>, usize)> {
+        if self.walk {
+            let desc = self.proc.as_mut()?.walk(self.self_pid);
+            let seen = desc.len() + 1;
+            return Some((desc, seen));
+        }
+        let pids = match self.proc.as_mut()?.list() {
+            Ok(pids) => pids,
+            Err(e) => {
+                crate::warn!("cannot list /proc: {e}; will retry");
+                return None;
+            }
+        };
+        // Newcomers first: a process born since the last round is what a forking or hopping
+        // tree (fork, setsid, parent exits) lives on. Reading every `stat` in /proc takes long
+        // on a busy machine, and a newcomer reached only after that has already forked again.
+        if !self.listed.is_empty() {
+            self.newcomers_first(&pids, phase, sig, cont, provider, sent, events);
+        }
+        // Newest first here too: the live end of a fast-forking tree is read before it moves on.
+        let mut pids = pids;
+        pids.sort_unstable_by(|a, b| b.cmp(a));
+        let all = self.proc.as_mut()?.stats(&pids);
+        self.listed = pids.into_iter().collect();
+        let desc = proctree::descendants(&all, self.self_pid);
+        self.known = desc.iter().map(|s| (s.pid, s.starttime)).collect();
+        Some((desc, all.len()))
     }
 
     /// Signals the descendants among the pids that were not in the previous listing, newest
@@ -483,4 +509,13 @@ impl Tree {
         // A direct child that guardian has not reaped cannot have had its pid reused.
         (seen.ppid == self.self_pid).then(|| PidRef::child(seen.pid, None))
     }
+}
+
+/// The integration tests exercise the full `/proc` listing on kernels that also have the
+/// `children` files (only with the `test-hooks` feature).
+fn forced_full_scan() -> bool {
+    #[cfg(feature = "test-hooks")]
+    return std::env::var_os("GUARDIAN_TEST_FULL_SCAN").is_some();
+    #[cfg(not(feature = "test-hooks"))]
+    false
 }

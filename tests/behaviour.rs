@@ -298,6 +298,35 @@ fn stopped_descendants_are_cleaned() {
 /// exits; guardian converges: releases, and nothing of the tree is left.
 #[test]
 fn fork_storm_converges() {
+    fork_storm(Discovery::Walk);
+}
+
+/// The same storm, found by listing all of /proc (kernels without the `children` files).
+#[test]
+fn fork_storm_converges_listing_all_of_proc() {
+    fork_storm(Discovery::Listing);
+}
+
+/// How the guardian under test finds descendants: the `children` files (where the kernel has
+/// them), or a listing of all of /proc (forced through the test-hooks feature).
+#[derive(Clone, Copy, PartialEq)]
+enum Discovery {
+    Walk,
+    Listing,
+}
+
+fn with_discovery(b: common::Builder<'_>, d: Discovery) -> common::Builder<'_> {
+    let b = b.arg("-vv");
+    if d == Discovery::Listing { b.env("GUARDIAN_TEST_FULL_SCAN", "1") } else { b }
+}
+
+fn assert_discovery(stderr: &str, d: Discovery) {
+    if d == Discovery::Listing && cfg!(feature = "test-hooks") {
+        assert!(stderr.contains("found by listing all of /proc"), "stderr: {stderr}");
+    }
+}
+
+fn fork_storm(discovery: Discovery) {
     let ctx = Ctx::new("storm");
     let sleep = ctx.tagged_program("sleep");
     let tag = ctx.tag();
@@ -310,8 +339,7 @@ fn fork_storm_converges() {
         ),
     )
     .unwrap();
-    let mut g = ctx
-        .guardian()
+    let mut g = with_discovery(ctx.guardian(), discovery)
         .args(["--grace", "500ms"])
         .script(&format!(r#"sh storm.sh {tag} & sh storm.sh {tag} & {WAIT_GO}; exit 0"#))
         .spawn();
@@ -324,12 +352,23 @@ fn fork_storm_converges() {
     ctx.assert_nothing_left();
     let rel = g.final_events().pop().unwrap();
     assert!(rel["killed"].as_u64().unwrap() >= 2, "{rel}");
+    assert_discovery(&g.stderr(), discovery);
 }
 
 /// A "PID hopper": every few ms a process forks a child that calls setsid, and exits. Every
 /// generation ignores SIGTERM. guardian still catches and kills all of them.
 #[test]
 fn pid_hopper_converges() {
+    pid_hopper(Discovery::Walk);
+}
+
+/// The same hopper, found by listing all of /proc.
+#[test]
+fn pid_hopper_converges_listing_all_of_proc() {
+    pid_hopper(Discovery::Listing);
+}
+
+fn pid_hopper(discovery: Discovery) {
     // Bounded, so an escaped hopper dies out by itself (~10 s at 2 ms a generation).
     const GENERATIONS: u32 = 5000;
     let ctx = Ctx::new("hopper");
@@ -344,8 +383,7 @@ fn pid_hopper_converges() {
         ),
     )
     .unwrap();
-    let mut g = ctx
-        .guardian()
+    let mut g = with_discovery(ctx.guardian(), discovery)
         .args(["--grace", "300ms"])
         .script(&format!("sh hop.sh {GENERATIONS} {tag} & {WAIT_GO}; exit 0"))
         .spawn();
@@ -362,6 +400,7 @@ fn pid_hopper_converges() {
     // guardian cut the chain: it did not just run out of generations.
     let hops = std::fs::read_to_string(ctx.path("hops")).unwrap().lines().count();
     assert!(hops <= GENERATIONS as usize, "the hopper ran to its end ({hops} generations): guardian never caught it");
+    assert_discovery(&g.stderr(), discovery);
 }
 
 /// An orphan that exits while the provider still runs is reaped at once: its /proc entry
