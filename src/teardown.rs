@@ -1,7 +1,7 @@
 //! teardown: signalling every descendant guardian has, in rounds. A round discovers the
-//! tree (a `/proc` scan, reaching the pids born since the last round first, or `kill(-1)` as
-//! PID 1 of a namespace whose `/proc` is not ours),
-//! opens a pidfd per descendant, revalidates its identity (start time, parent still in the
+//! tree (a walk of the `/proc/PID/task/TID/children` files; where the kernel lacks them, a
+//! listing of all of `/proc` that reaches the pids born since the last round first; or
+//! `kill(-1)` as PID 1 of its namespace), opens a pidfd per descendant, revalidates its identity (start time, parent still in the
 //! tree, pidfd still naming that pid), sends the signal and closes the pidfd again, so
 //! guardian never holds one fd per descendant. Each process gets the stop signal once and
 //! SIGKILL once; later rounds only reach newcomers. The supervise loop decides when rounds
@@ -49,6 +49,17 @@ pub enum Phase {
     Stop,
     /// SIGKILL.
     Kill,
+}
+
+/// What one round sends, to whom it does not, and why (for the events).
+struct Round<'r> {
+    phase: Phase,
+    sig: i32,
+    /// Follow the signal with SIGCONT, so stopped processes act on it.
+    cont: bool,
+    /// The provider while unreaped: it has its own handle, rounds skip it.
+    provider: Option<i32>,
+    reason: &'r str,
 }
 
 #[derive(Default, Debug)]
@@ -128,135 +139,134 @@ impl Tree {
             Phase::Stop => stop_signal,
             Phase::Kill => libc::SIGKILL,
         };
-        let follow_with_cont = phase == Phase::Stop && sig != libc::SIGKILL && sig != libc::SIGCONT;
+        let cont = phase == Phase::Stop && sig != libc::SIGKILL && sig != libc::SIGCONT;
+        let r = Round { phase, sig, cont, provider, reason };
         self.leaf_killed_now.clear();
-        let in_leaf = self.leaf_round(phase, sig, follow_with_cont, provider, reason, events);
+        let in_leaf = self.leaf_round(&r, events);
         in_leaf
             + match self.discovery {
                 Discovery::Blind => 0,
-                Discovery::Broadcast => self.broadcast(sig, follow_with_cont, reason, events),
-                Discovery::Scan if scan => self.scan_round(phase, sig, follow_with_cont, provider, reason, events),
+                Discovery::Broadcast => self.broadcast(&r, events),
+                Discovery::Scan if scan => self.scan_round(&r, events),
                 Discovery::Scan => 0,
             }
     }
 
     /// The leaf's part of a round: the stop signal to each verified member, or `cgroup.kill`.
-    fn leaf_round(
-        &mut self,
-        phase: Phase,
-        sig: i32,
-        cont: bool,
-        provider: Option<i32>,
-        reason: &str,
-        events: &mut Events,
-    ) -> usize {
+    fn leaf_round(&mut self, r: &Round<'_>, events: &mut Events) -> usize {
+        match &self.leaf {
+            Some(leaf) if !leaf.is_removed() => {}
+            _ => return 0,
+        }
+        match r.phase {
+            Phase::Kill => self.leaf_kill(r, events),
+            Phase::Stop => self.leaf_stop(r, events),
+        }
+    }
+
+    /// `cgroup.kill` first (no per-member work before it: every member, newcomers included,
+    /// dies at once); who was there is only bookkeeping, and this round's scan skips them.
+    fn leaf_kill(&mut self, r: &Round<'_>, events: &mut Events) -> usize {
         let Some(leaf) = self.leaf.as_mut() else {
             return 0;
         };
-        if leaf.is_removed() {
-            return 0;
-        }
         let members = leaf.members();
-        let mut sent = Vec::new();
-        match phase {
-            Phase::Kill => {
-                // cgroup.kill first (no per-member work before it: every member, newcomers
-                // included, dies at once); who was there is only bookkeeping, and the scan
-                // of this round skips them.
-                sent = members.clone();
-                match leaf.kill(self.proc.as_mut()) {
-                    Ok(Killed::KillFile) => {
-                        if !self.leaf_kill_reported {
-                            crate::debug!("wrote 1 to {}/cgroup.kill ({} members)", leaf.path.display(), members.len());
-                        }
-                    }
-                    Ok(Killed::FreezeAndKill(pids)) => {
-                        if !self.leaf_kill_reported {
-                            let e = std::io::Error::from_raw_os_error(libc::ENOENT);
-                            spawn::fallback(
-                                events,
-                                "cgroup.kill",
-                                &e,
-                                "freezing the leaf, SIGKILLing each member, thawing it",
-                            );
-                        }
-                        sent = pids;
-                    }
-                    Err(e) => {
-                        crate::warn!(
-                            "writing {}/cgroup.kill failed: {e} ({})",
-                            leaf.path.display(),
-                            sys::errno_name(e.raw_os_error().unwrap_or(0))
-                        );
-                        return 0;
-                    }
+        let sent = match leaf.kill(self.proc.as_mut()) {
+            Ok(Killed::KillFile) => {
+                if !self.leaf_kill_reported {
+                    crate::debug!("wrote 1 to {}/cgroup.kill ({} members)", leaf.path.display(), members.len());
                 }
-                if !self.leaf_kill_reported || !sent.is_empty() {
-                    events.emit(
-                        "signal",
-                        json!({"signal": "SIGKILL", "target": "cgroup", "cgroup": leaf.path_text(), "pids": sent, "reason": reason}),
-                    );
-                }
-                self.leaf_kill_reported = true;
-                self.stats.killed += sent.len() as u64;
-                self.leaf_killed_now = sent.iter().copied().collect();
+                members
             }
-            Phase::Stop => {
-                let Some(proc) = self.proc.as_mut() else {
-                    return 0;
-                };
-                for pid in members {
-                    if Some(pid) == provider || pid == self.self_pid {
-                        continue;
-                    }
-                    let Some(st) = proc.stat(pid) else { continue };
-                    if st.state == b'Z' || st.state == b'X' || self.stopped.contains(&(pid, st.starttime)) {
-                        continue;
-                    }
-                    let Ok(fd) = sys::pidfd_open(pid) else {
-                        continue;
-                    };
-                    // Identity: after the pidfd exists, the pid still has the start time
-                    // seen and sits in the leaf, and the pidfd still names that pid (so
-                    // the reads above were about the process the pidfd holds).
-                    let same = proc.stat(pid).is_some_and(|now| now.starttime == st.starttime)
-                        && proc.cgroup(pid).is_some_and(|t| leaf.contains(&t))
-                        && proc.pidfd_pid(&fd) == Some(pid);
-                    if !same {
-                        continue;
-                    }
-                    let handle = PidRef::verified(pid, fd);
-                    match handle.signal(sig) {
-                        Ok(()) => {
-                            if cont {
-                                let _ = handle.signal(libc::SIGCONT);
-                            }
-                            self.stopped.insert((pid, st.starttime));
-                            sent.push(pid);
-                        }
-                        Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
-                            if !self.stats.unkillable.contains(&pid) {
-                                crate::warn!("not permitted to signal leaf member {pid} (it changed its user id)");
-                                self.stats.unkillable.push(pid);
-                            }
-                        }
-                        Err(_) => {}
-                    }
+            Ok(Killed::FreezeAndKill(pids)) => {
+                if !self.leaf_kill_reported {
+                    let e = std::io::Error::from_raw_os_error(libc::ENOENT);
+                    spawn::fallback(events, "cgroup.kill", &e, "freezing the leaf, SIGKILLing each member, thawing it");
                 }
-                self.stats.signalled += sent.len() as u64;
-                if !sent.is_empty() {
-                    crate::debug!("sent {} to {} members of the leaf ({reason})", signals::name(sig), sent.len());
-                    events.emit(
-                        "signal",
-                        json!({"signal": signals::name(sig), "target": "cgroup", "cgroup": leaf.path_text(), "pids": sent, "reason": reason}),
-                    );
-                }
+                pids
             }
+            Err(e) => {
+                crate::warn!(
+                    "writing {}/cgroup.kill failed: {e} ({})",
+                    leaf.path.display(),
+                    sys::errno_name(e.raw_os_error().unwrap_or(0))
+                );
+                return 0;
+            }
+        };
+        if !self.leaf_kill_reported || !sent.is_empty() {
+            events.emit(
+                "signal",
+                json!({"signal": "SIGKILL", "target": "cgroup", "cgroup": leaf.path_text(), "pids": sent, "reason": r.reason}),
+            );
         }
+        self.leaf_kill_reported = true;
+        self.stats.killed += sent.len() as u64;
+        self.leaf_killed_now = sent.iter().copied().collect();
         sent.len()
     }
 
-    fn broadcast(&mut self, sig: i32, cont: bool, reason: &str, events: &mut Events) -> usize {
+    /// The stop signal to every member of the leaf that has not had it, each verified first.
+    fn leaf_stop(&mut self, r: &Round<'_>, events: &mut Events) -> usize {
+        let Some(members) = self.leaf.as_ref().map(|l| l.members()) else {
+            return 0;
+        };
+        let mut sent = Vec::new();
+        for pid in members {
+            if Some(pid) == r.provider || pid == self.self_pid {
+                continue;
+            }
+            let Some(st) = self.proc.as_mut().and_then(|p| p.stat(pid)) else { continue };
+            if st.state == b'Z' || st.state == b'X' || self.stopped.contains(&(pid, st.starttime)) {
+                continue;
+            }
+            if let Some(handle) = self.open_leaf_member(&st) {
+                self.deliver(r, &handle, (pid, st.starttime), &mut sent);
+            }
+        }
+        let path = self.leaf.as_ref().map(|l| l.path_text());
+        self.report(r, &sent, path, events);
+        sent.len()
+    }
+
+    /// A handle on a leaf member only if, after its pidfd exists, the pid still has the start
+    /// time seen and sits in the leaf, and the pidfd still names that pid (so the reads were
+    /// about the process the pidfd holds).
+    fn open_leaf_member(&mut self, seen: &Stat) -> Option<PidRef> {
+        let fd = sys::pidfd_open(seen.pid).ok()?;
+        let (proc, leaf) = (self.proc.as_mut()?, self.leaf.as_ref()?);
+        let same = proc.stat(seen.pid).is_some_and(|now| now.starttime == seen.starttime)
+            && proc.cgroup(seen.pid).is_some_and(|t| leaf.contains(&t))
+            && proc.pidfd_pid(&fd) == Some(seen.pid);
+        same.then(|| PidRef::verified(seen.pid, fd))
+    }
+
+    /// Counts a round's signals and reports them in one `signal` event: target `cgroup` (with
+    /// the leaf's path) for a leaf's members, `descendants` for the rest.
+    fn report(&mut self, r: &Round<'_>, sent: &[i32], leaf_path: Option<String>, events: &mut Events) {
+        match r.phase {
+            Phase::Stop => self.stats.signalled += sent.len() as u64,
+            Phase::Kill => self.stats.killed += sent.len() as u64,
+        }
+        if sent.is_empty() {
+            return;
+        }
+        let sig = signals::name(r.sig);
+        crate::debug!(
+            "sent {sig} to {} {} ({})",
+            sent.len(),
+            if leaf_path.is_some() { "leaf members" } else { "descendants" },
+            r.reason
+        );
+        let event = match leaf_path {
+            Some(path) => json!({"signal": sig, "target": "cgroup", "cgroup": path, "pids": sent, "reason": r.reason}),
+            None => json!({"signal": sig, "target": "descendants", "pids": sent, "reason": r.reason}),
+        };
+        events.emit("signal", event);
+    }
+
+    fn broadcast(&mut self, r: &Round<'_>, events: &mut Events) -> usize {
+        let (sig, cont, reason) = (r.sig, r.cont, r.reason);
         // PID 1 of its own namespace: every other process in it is guardian's descendant.
         if let Err(e) = sys::kill(-1, sig) {
             if e.raw_os_error() != Some(libc::ESRCH) {
@@ -272,57 +282,32 @@ impl Tree {
         1
     }
 
-    fn scan_round(
-        &mut self,
-        phase: Phase,
-        sig: i32,
-        cont: bool,
-        provider: Option<i32>,
-        reason: &str,
-        events: &mut Events,
-    ) -> usize {
+    fn scan_round(&mut self, r: &Round<'_>, events: &mut Events) -> usize {
         let mut sent = Vec::new();
-        let Some((desc, seen)) = self.discover(phase, sig, cont, provider, &mut sent, events) else {
+        let Some((desc, seen)) = self.discover(r, &mut sent, events) else {
             return 0;
         };
         #[cfg(feature = "test-hooks")]
         crate::test_hooks::pause_after_scan(&desc, events);
         let members: HashSet<i32> = desc.iter().map(|s| s.pid).chain([self.self_pid]).collect();
         for d in &desc {
-            self.signal_one(d, &members, phase, sig, cont, provider, &mut sent, events);
+            self.signal_one(d, &members, r, &mut sent, events);
         }
         crate::debug!(
-            "round ({reason}): {seen} processes read, {} descendants, {} sent {}",
+            "round ({}): {seen} processes read, {} descendants, {} sent {}",
+            r.reason,
             desc.len(),
             sent.len(),
-            signals::name(sig)
+            signals::name(r.sig)
         );
-        match phase {
-            Phase::Stop => self.stats.signalled += sent.len() as u64,
-            Phase::Kill => self.stats.killed += sent.len() as u64,
-        }
-        if !sent.is_empty() {
-            crate::debug!("sent {} to {} descendants ({reason})", signals::name(sig), sent.len());
-            events.emit(
-                "signal",
-                json!({"signal": signals::name(sig), "target": "descendants", "pids": sent, "reason": reason}),
-            );
-        }
+        self.report(r, &sent, None, events);
         sent.len()
     }
 
     /// This round's descendants, breadth-first, and how many processes were read to find them:
     /// a top-down walk of the `children` files where the kernel has them, else a listing of
     /// all of `/proc` (newcomers since the last round are signalled first, into `sent`).
-    fn discover(
-        &mut self,
-        phase: Phase,
-        sig: i32,
-        cont: bool,
-        provider: Option<i32>,
-        sent: &mut Vec<i32>,
-        events: &mut Events,
-    ) -> Option<(Vec<Stat>, usize)> {
+    fn discover(&mut self, r: &Round<'_>, sent: &mut Vec<i32>, events: &mut Events) -> Option<(Vec<Stat>, usize)> {
         if self.walk {
             let desc = self.proc.as_mut()?.walk(self.self_pid);
             let seen = desc.len() + 1;
@@ -339,7 +324,7 @@ impl Tree {
         // tree (fork, setsid, parent exits) lives on. Reading every `stat` in /proc takes long
         // on a busy machine, and a newcomer reached only after that has already forked again.
         if !self.listed.is_empty() {
-            self.newcomers_first(&pids, phase, sig, cont, provider, sent, events);
+            self.newcomers_first(&pids, r, sent, events);
         }
         // Newest first here too: the live end of a fast-forking tree is read before it moves on.
         let mut pids = pids;
@@ -356,16 +341,7 @@ impl Tree {
     /// descends from guardian when its parent is guardian, a descendant of the previous scan
     /// that is still the same process (start time re-read), or a newcomer that does.
     #[allow(clippy::too_many_arguments)]
-    fn newcomers_first(
-        &mut self,
-        pids: &[i32],
-        phase: Phase,
-        sig: i32,
-        cont: bool,
-        provider: Option<i32>,
-        sent: &mut Vec<i32>,
-        events: &mut Events,
-    ) {
+    fn newcomers_first(&mut self, pids: &[i32], r: &Round<'_>, sent: &mut Vec<i32>, events: &mut Events) {
         let fresh: HashSet<i32> = pids.iter().copied().filter(|p| !self.listed.contains(p)).collect();
         let mut order: Vec<i32> = fresh.iter().copied().collect();
         order.sort_unstable_by(|a, b| b.cmp(a));
@@ -425,7 +401,7 @@ impl Tree {
             }
             if descends {
                 for st in &chain {
-                    self.signal_one(st, &members, phase, sig, cont, provider, sent, events);
+                    self.signal_one(st, &members, r, sent, events);
                 }
             }
         }
@@ -438,45 +414,48 @@ impl Tree {
         &mut self,
         d: &Stat,
         members: &HashSet<i32>,
-        phase: Phase,
-        sig: i32,
-        cont: bool,
-        provider: Option<i32>,
+        r: &Round<'_>,
         sent: &mut Vec<i32>,
         events: &mut Events,
     ) {
-        if Some(d.pid) == provider || d.state == b'Z' || d.state == b'X' {
+        if Some(d.pid) == r.provider || d.state == b'Z' || d.state == b'X' {
             return;
         }
-        if phase == Phase::Kill && self.leaf_killed_now.contains(&d.pid) {
+        if r.phase == Phase::Kill && self.leaf_killed_now.contains(&d.pid) {
             return;
         }
         let key = (d.pid, d.starttime);
-        let done = match phase {
-            Phase::Stop => &self.stopped,
-            Phase::Kill => &self.killed,
-        };
-        if done.contains(&key) {
+        if self.done(r.phase).contains(&key) {
             return;
         }
-        let Some(handle) = self.open_verified(d, members, events) else {
-            return;
-        };
-        match handle.signal(sig) {
+        if let Some(handle) = self.open_verified(d, members, events) {
+            self.deliver(r, &handle, key, sent);
+        }
+    }
+
+    /// The processes that already had this phase's signal, by (pid, start time).
+    fn done(&mut self, phase: Phase) -> &mut HashSet<(i32, u64)> {
+        match phase {
+            Phase::Stop => &mut self.stopped,
+            Phase::Kill => &mut self.killed,
+        }
+    }
+
+    /// Sends the round's signal (and SIGCONT) through a verified handle and records it. A
+    /// process guardian may not signal (it changed its user id) is named once, in `unkillable`.
+    fn deliver(&mut self, r: &Round<'_>, handle: &PidRef, key: (i32, u64), sent: &mut Vec<i32>) {
+        match handle.signal(r.sig) {
             Ok(()) => {
-                if cont {
+                if r.cont {
                     let _ = handle.signal(libc::SIGCONT);
                 }
-                sent.push(d.pid);
-                match phase {
-                    Phase::Stop => self.stopped.insert(key),
-                    Phase::Kill => self.killed.insert(key),
-                };
+                sent.push(key.0);
+                self.done(r.phase).insert(key);
             }
             Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
-                if !self.stats.unkillable.contains(&d.pid) {
-                    crate::warn!("not permitted to signal descendant {} (it changed its user id)", d.pid);
-                    self.stats.unkillable.push(d.pid);
+                if !self.stats.unkillable.contains(&key.0) {
+                    crate::warn!("not permitted to signal descendant {} (it changed its user id)", key.0);
+                    self.stats.unkillable.push(key.0);
                 }
             }
             Err(_) => {} // ESRCH: already gone.
