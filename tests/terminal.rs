@@ -1,0 +1,80 @@
+//! Terminal hand-off, in a real pseudo-terminal (util-linux `script`): a guardian in the
+//! terminal's foreground gives it to the provider's new process group (and the shell gets it
+//! back afterwards); a guardian started in the background never steals it.
+
+use std::process::Command;
+
+fn nonce() -> String {
+    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+    format!("guardian-test-tty-{}-{}", std::process::id(), t % 1_000_000_000)
+}
+
+/// Runs `shell` (a `sh -c` script with job control on) inside `script`, guardian as `nobody`
+/// when the suite runs as root. `None` (with the reason printed) when no pty can be had.
+fn in_pty(shell: &str) -> Option<String> {
+    if Command::new("script").arg("--version").output().is_err() {
+        eprintln!("skipped: util-linux `script` is not installed");
+        return None;
+    }
+    let guardian = env!("CARGO_BIN_EXE_guardian");
+    // Root: the effective uid (third field of Uid:) is 0.
+    let root = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("Uid:")).map(|l| l.split_whitespace().nth(2) == Some("0")))
+        .unwrap_or(false);
+    let drop = if root && Command::new("setpriv").arg("--version").output().is_ok() {
+        "setpriv --reuid=65534 --regid=65534 --clear-groups "
+    } else {
+        ""
+    };
+    let script = shell.replace("GUARDIAN", &format!("{drop}{guardian}"));
+    let out = Command::new("script").args(["-qec", &format!("sh -c 'set -m; {script}'"), "/dev/null"]).output().ok()?;
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    if !out.status.success() {
+        eprintln!("skipped: script failed ({}): {text}", out.status);
+        return None;
+    }
+    Some(text)
+}
+
+/// "tag pgid=A tpgid=B" from the provider's own view of its group and the terminal's.
+fn groups(text: &str, tag: &str) -> (i64, i64) {
+    let line = text.lines().find(|l| l.contains(tag)).unwrap_or_else(|| panic!("no '{tag}' line in: {text}"));
+    let field = |k: &str| -> i64 {
+        let v = line.split(k).nth(1).unwrap_or_else(|| panic!("no {k} in {line}"));
+        v.split_whitespace().next().and_then(|x| x.parse().ok()).unwrap_or_else(|| panic!("bad {k} in {line}"))
+    };
+    (field("pgid="), field("tpgid="))
+}
+
+const REPORT: &str = r#"sh -c "echo TAG pgid=\$(ps -o pgid= -p \$\$) tpgid=\$(ps -o tpgid= -p \$\$)" NONCE"#;
+
+#[test]
+fn foreground_guardian_hands_the_terminal_to_the_provider_and_back() {
+    let n = nonce();
+    let cmd = format!(
+        "GUARDIAN -- {}; echo shell pgid=$(ps -o pgid= -p $$) tpgid=$(ps -o tpgid= -p $$)",
+        REPORT.replace("TAG", "provider").replace("NONCE", &n)
+    );
+    let Some(text) = in_pty(&cmd) else { return };
+    let (pgid, tpgid) = groups(&text, "provider");
+    assert_eq!(pgid, tpgid, "the provider's group should own the terminal: {text}");
+    let (shell_pgid, shell_tpgid) = groups(&text, "shell");
+    assert_ne!(shell_pgid, pgid, "the provider runs in a group of its own: {text}");
+    assert_eq!(shell_pgid, shell_tpgid, "the shell has the terminal back afterwards: {text}");
+}
+
+#[test]
+fn background_guardian_never_steals_the_terminal() {
+    let n = nonce();
+    let cmd = format!(
+        "GUARDIAN -- {} & wait; echo shell pgid=$(ps -o pgid= -p $$) tpgid=$(ps -o tpgid= -p $$)",
+        REPORT.replace("TAG", "provider").replace("NONCE", &n)
+    );
+    let Some(text) = in_pty(&cmd) else { return };
+    let (pgid, tpgid) = groups(&text, "provider");
+    assert_ne!(pgid, tpgid, "a background guardian must not give the terminal away: {text}");
+    let (shell_pgid, shell_tpgid) = groups(&text, "shell");
+    assert_eq!(shell_pgid, shell_tpgid, "the shell keeps the terminal: {text}");
+    assert_eq!(tpgid, shell_pgid, "the terminal stayed with the shell the whole time: {text}");
+}
