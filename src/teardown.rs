@@ -88,6 +88,8 @@ pub struct Tree {
     leaf_kill_reported: bool,
     /// Members that this round's `cgroup.kill` reached: the scan does not SIGKILL them again.
     leaf_killed_now: HashSet<i32>,
+    /// Every member any `cgroup.kill` reached, counted once in `stats.killed`.
+    leaf_killed: HashSet<i32>,
     /// The pids of the previous round's `/proc` listing: any other pid is a newcomer.
     /// Rounds walk the `children` files instead of listing all of `/proc`.
     walk: bool,
@@ -117,6 +119,7 @@ impl Tree {
             leaf,
             leaf_kill_reported: false,
             leaf_killed_now: HashSet::new(),
+            leaf_killed: HashSet::new(),
             listed: HashSet::new(),
             known: HashMap::new(),
         }
@@ -194,16 +197,20 @@ impl Tree {
                 return 0;
             }
         };
-        if !self.leaf_kill_reported || !sent.is_empty() {
+        // Later rounds write cgroup.kill again (cheap, and it covers anything that joined the
+        // leaf since); members still dying are listed again, so only newcomers are counted.
+        let new: Vec<i32> = sent.iter().copied().filter(|p| !self.leaf_killed.contains(p)).collect();
+        if !self.leaf_kill_reported || !new.is_empty() {
             events.emit(
                 "signal",
-                json!({"signal": "SIGKILL", "target": "cgroup", "cgroup": leaf.path_text(), "pids": sent, "reason": r.reason}),
+                json!({"signal": "SIGKILL", "target": "cgroup", "cgroup": leaf.path_text(), "pids": new, "reason": r.reason}),
             );
         }
         self.leaf_kill_reported = true;
-        self.stats.killed += sent.len() as u64;
-        self.leaf_killed_now = sent.iter().copied().collect();
-        sent.len()
+        self.stats.killed += new.len() as u64;
+        self.leaf_killed.extend(&new);
+        self.leaf_killed_now = sent.into_iter().collect();
+        new.len()
     }
 
     /// The stop signal to every member of the leaf that has not had it, each verified first.
