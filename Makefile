@@ -41,7 +41,8 @@ run-example: release
 	$(DIST) -v --events-fd 1 -- sh -c 'setsid env -i sleep 1000 & echo provider done'
 
 # Benchmarks against tini, dumb-init and catatonit (installs them from Debian when missing);
-# writes bench/results/. The shipped static binary is what is measured.
+# writes docs/benchmarks.md, docs/teardown.svg and docs/benchmarks-raw.json. The shipped static
+# binary is what is measured.
 bench: release
 	GUARDIAN=$(CURDIR)/$(DIST) python3 bench/run --no-build
 
