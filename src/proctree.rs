@@ -262,6 +262,38 @@ mod tests {
     }
 
     #[test]
+    fn walk_finds_children_and_grandchildren() {
+        let mut proc = Proc::open().unwrap();
+        if !proc.has_children_files() {
+            eprintln!("skipped: this kernel has no /proc/PID/task/TID/children");
+            return;
+        }
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "sleep 30.271828 & echo $!; wait", "proctree-walk-test"])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut std::io::BufReader::new(child.stdout.take().unwrap()), &mut line).unwrap();
+        let grandchild: i32 = line.trim().parse().unwrap();
+        let me = std::process::id() as i32;
+        let found = proc.walk(me);
+        // The grandchild first, while its parent (not yet reaping it) pins its pid.
+        let _ = kill_pid(grandchild);
+        let _ = child.kill();
+        let _ = child.wait();
+        let pos = |pid| found.iter().position(|s| s.pid == pid);
+        let (c, g) = (pos(child.id() as i32), pos(grandchild));
+        assert!(c.is_some() && g.is_some(), "walk found {found:?}");
+        assert!(c < g, "parents come before their children");
+        assert_eq!(found[g.unwrap()].ppid, child.id() as i32);
+    }
+
+    fn kill_pid(pid: i32) -> std::io::Result<()> {
+        crate::sys::kill(pid, libc::SIGKILL)
+    }
+
+    #[test]
     fn reads_own_stat() {
         let mut proc = Proc::open().unwrap();
         assert!(proc.is_own_namespace());
