@@ -200,18 +200,14 @@ impl Supervisor {
 
     fn wait_and_handle(&mut self) -> Outcome {
         let timeout = self.next_deadline().map(|d| d.saturating_sub(sys::monotonic()));
-        let (mut sig_ready, mut provider_ready, mut parent_ready, mut out_ready) = (false, false, false, false);
-        let mut leaf_ready = false;
-        {
+        // The signalfd and the provider's pidfd need no flag: every wake-up reads the one and
+        // reaps for the other.
+        let (parent_ready, out_ready, leaf_ready) = {
             let mut fds: Vec<PollFd<'_>> = Vec::with_capacity(5);
             fds.push(PollFd::new(&self.sigfd, PollFlags::IN));
-            let provider_slot = match (self.status.is_none(), self.provider.pidfd()) {
-                (true, Some(fd)) => {
-                    fds.push(PollFd::from_borrowed_fd(fd, PollFlags::IN));
-                    Some(fds.len() - 1)
-                }
-                _ => None,
-            };
+            if let (true, Some(fd)) = (self.status.is_none(), self.provider.pidfd()) {
+                fds.push(PollFd::from_borrowed_fd(fd, PollFlags::IN));
+            }
             let parent_slot = match &self.parent {
                 Some(ParentWatch::Pidfd(fd)) => {
                     fds.push(PollFd::new(fd, PollFlags::IN));
@@ -237,13 +233,8 @@ impl Supervisor {
                 Err(e) => crate::warn!("poll() failed: {e}"),
             }
             let ready = |slot: Option<usize>| slot.is_some_and(|i| !fds[i].revents().is_empty());
-            sig_ready |= ready(Some(0));
-            provider_ready |= ready(provider_slot);
-            parent_ready |= ready(parent_slot);
-            out_ready |= ready(out_slot);
-            leaf_ready |= ready(leaf_slot);
-        }
-        let _ = (sig_ready, provider_ready);
+            (ready(parent_slot), ready(out_slot), ready(leaf_slot))
+        };
         // Signals first (they may request a stop), then reaping (it may find the provider's
         // exit), then the parent, then timers. Reading the signalfd and reaping are cheap and
         // non-blocking, so both run on every wake-up: a coalesced SIGCHLD can never hide an
