@@ -23,8 +23,12 @@ use serde_json::Value;
 const NOBODY: u32 = 65534;
 const LONG: Duration = Duration::from_secs(20);
 
+#[path = "common/bin.rs"]
+mod bin;
+
+/// The guardian binary, runnable by the unprivileged test user (see `tests/common/bin.rs`).
 fn guardian_bin() -> &'static str {
-    env!("CARGO_BIN_EXE_guardian")
+    bin::guardian_bin().to_str().unwrap_or(env!("CARGO_BIN_EXE_guardian"))
 }
 
 /// A fresh nonce of at least 6 digits, different for every call in this run.

@@ -66,7 +66,7 @@ fn parent_death(deny: &[Deny]) {
     // The outer shell is guardian's parent; it carries the tag too, so the drop guard
     // would find it.
     let outer = format!("\"$G\" -vv --events-fd 3 --grace 300ms -- sh -c '{inner}' & wait; : {}", tag.id);
-    let cmd = Cmd::new("sh").arg("-c").arg(outer).env("G", GUARDIAN);
+    let cmd = Cmd::new("sh").arg("-c").arg(outer).env("G", guardian_path());
     let mut parent = with_denials(cmd, deny).nobody().spawn();
     parent.wait_event("spawned");
     tag.wait_sleeps(2);

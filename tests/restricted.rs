@@ -36,7 +36,7 @@ fn restricted(hidepid: Option<&str>, args: &[String]) -> Cmd {
     for a in args {
         cmd = cmd.arg(a);
     }
-    cmd.env("G", GUARDIAN)
+    cmd.env("G", guardian_path())
 }
 
 fn provider_args(provider: &str) -> Vec<String> {

@@ -101,7 +101,7 @@ with open(sys.argv[1], "w") as f:
         out = out.display(),
         id = tag.id
     );
-    let mut g = Cmd::new("sh").arg("-c").arg(inner).env("G", GUARDIAN).nobody().spawn();
+    let mut g = Cmd::new("sh").arg("-c").arg(inner).env("G", guardian_path()).nobody().spawn();
     let f = g.finish();
     assert_eq!(f.code, Some(0), "{f:#?}");
     let report = std::fs::read_to_string(&out).unwrap_or_default();
@@ -126,7 +126,7 @@ fn refuses_to_run_setuid_or_setgid() {
     for (name, mode) in [("suid", 0o4755), ("sgid", 0o2755)] {
         let tag = Tag::new();
         let copy = dir.join(format!("guardian-{name}-{}", tag.id));
-        std::fs::copy(GUARDIAN, &copy).expect("copy guardian");
+        std::fs::copy(guardian_path(), &copy).expect("copy guardian");
         std::os::unix::fs::chown(&copy, Some(NOBODY), Some(NOBODY)).expect("chown");
         std::fs::set_permissions(&copy, std::os::unix::fs::PermissionsExt::from_mode(mode)).expect("chmod");
         let argv = ["--events-fd", "3", "--", "sh", "-c", &tag.sleep()];

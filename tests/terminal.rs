@@ -2,11 +2,12 @@
 //! terminal's foreground gives it to the provider's new process group (and the shell gets it
 //! back afterwards); a guardian started in the background never steals it.
 
+mod common;
+
 use std::process::Command;
 
 fn nonce() -> String {
-    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
-    format!("guardian-test-tty-{}-{}", std::process::id(), t % 1_000_000_000)
+    format!("guardian-test-tty-{}", common::random_digits(12))
 }
 
 /// Runs `shell` (a `sh -c` script with job control on) inside `script`, guardian as `nobody`
@@ -16,13 +17,8 @@ fn in_pty(shell: &str) -> Option<String> {
         eprintln!("skipped: util-linux `script` is not installed");
         return None;
     }
-    let guardian = env!("CARGO_BIN_EXE_guardian");
-    // Root: the effective uid (third field of Uid:) is 0.
-    let root = std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("Uid:")).map(|l| l.split_whitespace().nth(2) == Some("0")))
-        .unwrap_or(false);
-    let drop = if root && Command::new("setpriv").arg("--version").output().is_ok() {
+    let guardian = common::guardian_bin().display().to_string();
+    let drop = if common::is_root() && Command::new("setpriv").arg("--version").output().is_ok() {
         "setpriv --reuid=65534 --regid=65534 --clear-groups "
     } else {
         ""

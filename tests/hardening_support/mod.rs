@@ -18,7 +18,13 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 
-pub const GUARDIAN: &str = env!("CARGO_BIN_EXE_guardian");
+#[path = "../common/bin.rs"]
+mod bin;
+
+/// The guardian binary, runnable by the unprivileged test user (see `tests/common/bin.rs`).
+pub fn guardian_path() -> &'static str {
+    bin::guardian_bin().to_str().unwrap_or(env!("CARGO_BIN_EXE_guardian"))
+}
 /// Every wait in these tests ends by this deadline; nothing is timed.
 pub const DEADLINE: Duration = Duration::from_secs(30);
 pub const NOBODY: u32 = 65534;
@@ -210,7 +216,7 @@ pub enum EventsMode {
 
 /// `guardian ARGS...`.
 pub fn guardian<S: AsRef<str>>(args: &[S]) -> Cmd {
-    let mut c = Cmd::new(GUARDIAN);
+    let mut c = Cmd::new(guardian_path());
     c.args = args.iter().map(|a| OsString::from(a.as_ref())).collect();
     c
 }
