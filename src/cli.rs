@@ -59,7 +59,7 @@ pub struct Cli {
     pub sub: Option<Sub>,
 
     /// Time between the stop signal and SIGKILL (e.g. 0, 500ms, 10s, 1.5s, 1m; bare number = seconds).
-    #[arg(short = 'g', long, env = "GUARDIAN_GRACE", default_value = "2s", value_name = "DURATION",
+    #[arg(short = 'g', long, env = "GUARDIAN_GRACE", default_value = "1s", value_name = "DURATION",
           value_parser = parse_duration)]
     pub grace: Duration,
 

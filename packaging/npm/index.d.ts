@@ -14,7 +14,7 @@ export type StdioEntry = IOType | 'ipc' | Stream | number | null | undefined;
 export interface GuardedOptions {
   /** Path of the guardian binary; default $GUARDIAN_BIN, else `guardian` on PATH. */
   guardianPath?: string;
-  /** --grace: time between the stop signal and SIGKILL (default 2s). */
+  /** --grace: time between the stop signal and SIGKILL (default 1s). */
   grace?: Duration;
   /** --stop-signal: signal that starts a teardown ('TERM', 'SIGTERM', 15, 'RTMIN+2'). */
   stopSignal?: string | number;
