@@ -183,12 +183,29 @@ impl Hierarchy {
         let mi =
             fs::read_to_string("/proc/self/mountinfo").map_err(|e| format!("cannot read /proc/self/mountinfo: {e}"))?;
         let cg = fs::read_to_string("/proc/self/cgroup").map_err(|e| format!("cannot read /proc/self/cgroup: {e}"))?;
-        Hierarchy::from_texts(&mi, &cg)
+        let mut mounts = cgroup2_mounts(&mi);
+        // Inside a cgroup namespace (guardian started there by a privileged guardian, or a
+        // container's) a mount made outside it shows a root above the namespace's (`/..`).
+        // Where the namespace root is found below it, the mount serves as one of that root.
+        if let Some(own) = parse_proc_cgroup(&cg) {
+            let me = std::process::id().to_string();
+            for m in mounts.iter_mut().filter(|m| m.root.starts_with("/..")) {
+                if let Some(dir) = locate_namespace_root(m, own, &me) {
+                    m.root = "/".into();
+                    m.mount_point = dir;
+                }
+            }
+        }
+        Hierarchy::from_mounts(mounts, &cg)
     }
 
     /// [`Hierarchy::find`] on the texts of `/proc/self/mountinfo` and `/proc/self/cgroup`.
+    #[cfg(test)]
     pub fn from_texts(mountinfo: &str, proc_cgroup: &str) -> Result<Hierarchy, String> {
-        let mounts = cgroup2_mounts(mountinfo);
+        Hierarchy::from_mounts(cgroup2_mounts(mountinfo), proc_cgroup)
+    }
+
+    fn from_mounts(mounts: Vec<Mount>, proc_cgroup: &str) -> Result<Hierarchy, String> {
         if mounts.is_empty() {
             return Err(
                 "no cgroup2 filesystem is mounted (see /proc/self/mountinfo); mount one or run without --cgroup".into(),
@@ -223,6 +240,27 @@ impl Hierarchy {
             .unwrap_or(self.own_mount())
             .has_option("nsdelegate")
     }
+}
+
+/// The directory of guardian's cgroup namespace root on mount `m`, whose root lies `/..`
+/// levels above it: the directory that many levels below the mount point in which `own`
+/// (guardian's cgroup as the namespace shows it) lists guardian's pid.
+fn locate_namespace_root(m: &Mount, own: &str, me: &str) -> Option<PathBuf> {
+    let ups = m.root.split('/').take_while(|c| c.is_empty() || *c == "..").filter(|c| *c == "..").count();
+    let mut level = vec![m.mount_point.clone()];
+    for _ in 0..ups {
+        level = level
+            .iter()
+            .filter_map(|d| fs::read_dir(d).ok())
+            .flat_map(|rd| rd.filter_map(|e| e.ok()))
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+            .map(|e| e.path())
+            .collect();
+    }
+    level.into_iter().find(|d| {
+        let procs = d.join(own.trim_start_matches('/')).join("cgroup.procs");
+        fs::read_to_string(procs).is_ok_and(|t| t.lines().any(|l| l.trim() == me))
+    })
 }
 
 #[cfg(test)]
