@@ -909,6 +909,7 @@ fn doctor_inside(cg: &Path, args: &[&str]) -> Value {
 #[test]
 fn doctor_reports_the_mode_guardian_runs_in() {
     let mount = need_delegation!();
+    let _flags = CGROUP2_FLAGS.lock().unwrap_or_else(|e| e.into_inner());
     let delegated = TestCgroup::new(&mount, true);
     let owned = TestCgroup::new(&mount, false);
     let other = TestCgroup::new(&mount, true);
@@ -968,4 +969,88 @@ fn a_privileged_guardian_starts_the_provider_in_a_cgroup_namespace_at_its_leaf()
     let own_ns = std::fs::read_link("/proc/self/ns/cgroup").expect("own cgroup ns");
     assert!(!g.log().contains(own_ns.to_string_lossy().as_ref()), "a new namespace: {}", g.log());
     assert!(!leaf.exists());
+}
+
+/// The superblock options of the cgroup2 mount at `mount`.
+fn super_options(mount: &Path) -> Option<String> {
+    let text = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    text.lines().find_map(|l| {
+        let (left, right) = l.split_once(" - ")?;
+        let at = left.split(' ').nth(4).map(unescape)?;
+        (right.starts_with("cgroup2 ") && at == mount.to_string_lossy())
+            .then(|| right.split(' ').nth(2).map(String::from))?
+    })
+}
+
+/// Mounts a cgroup2 with `options` in a private mount namespace. cgroup2 has one superblock:
+/// its root flags (nsdelegate among them) are set by every mount from the initial cgroup
+/// namespace, system-wide, so this is how a test switches nsdelegate on and back off.
+fn set_cgroup2_flags(options: &str) -> bool {
+    let dir = std::env::temp_dir().join(format!("guardian-test-cg2-{}", nonce()));
+    if std::fs::create_dir(&dir).is_err() {
+        return false;
+    }
+    let mut c = Command::new("unshare");
+    c.args(["--mount", "--propagation", "private", "mount", "-t", "cgroup2"]);
+    if !options.is_empty() {
+        c.args(["-o", options]);
+    }
+    let ok = c.arg("none").arg(&dir).status().is_ok_and(|s| s.success());
+    let _ = std::fs::remove_dir(&dir);
+    ok
+}
+
+/// Held by tests that switch the cgroup2 flags and by those that read them.
+static CGROUP2_FLAGS: Mutex<()> = Mutex::new(());
+
+/// Restores the cgroup2 flags the host had, whatever happens in the test.
+struct RestoreFlags(String);
+
+impl Drop for RestoreFlags {
+    fn drop(&mut self) {
+        if !set_cgroup2_flags(&self.0) {
+            eprintln!("could not restore the cgroup2 mount options '{}'", self.0);
+        }
+    }
+}
+
+#[test]
+fn with_nsdelegate_a_namespaced_provider_cannot_move_itself_out_of_its_leaf() {
+    let mount = need_delegation!();
+    let _flags = CGROUP2_FLAGS.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(host) = super_options(&mount) else {
+        panic!("no cgroup2 mount at {} in mountinfo", mount.display());
+    };
+    let cg = TestCgroup::new(&mount, false);
+    let path = cg.path.to_string_lossy().into_owned();
+    // guardian as root: the provider starts in a cgroup namespace rooted at its leaf and tries
+    // what any same-uid descendant may: write itself into the delegated parent.
+    let escape = |n: &str| {
+        let provider = format!(
+            ": 1000.{n}; if echo $$ > \"{path}/cgroup.procs\"; then echo outcome=escaped; else echo outcome=refused; fi"
+        );
+        let mut g = start(None, &["--cgroup", &path, "--", "sh", "-c", &provider]);
+        let status = g.finish();
+        assert_eq!(status.code(), Some(0), "stderr: {}", g.log());
+        g.log()
+    };
+    let has_nsdelegate = host.split(',').any(|o| o == "nsdelegate");
+    if !has_nsdelegate {
+        // The host's own mount: the namespace is no boundary, the move succeeds.
+        let log = escape(&nonce());
+        assert!(log.contains("outcome=escaped"), "without nsdelegate the move is allowed: {log}");
+    }
+    let keep: Vec<&str> = host.split(',').filter(|o| *o != "rw" && *o != "ro").collect();
+    let _restore = RestoreFlags(keep.join(","));
+    if !has_nsdelegate {
+        let mut with = keep.clone();
+        with.push("nsdelegate");
+        assert!(set_cgroup2_flags(&with.join(",")), "mounting a cgroup2 with nsdelegate (needs unshare and root)");
+        assert!(
+            super_options(&mount).is_some_and(|o| o.split(',').any(|x| x == "nsdelegate")),
+            "nsdelegate is on for the host mount too"
+        );
+    }
+    let log = escape(&nonce());
+    assert!(log.contains("outcome=refused"), "with nsdelegate the kernel refuses the move: {log}");
 }
