@@ -449,12 +449,8 @@ fn walk(root: &Path, remove: bool, mut visit: impl FnMut(&OwnedFd)) -> io::Resul
     let mut cur = rustix::fs::open(root, DIR_FLAGS, Mode::empty())?;
     visit(&cur);
     let mut stack: Vec<(CString, Vec<CString>)> = vec![(CString::default(), subdir_names(&cur)?)];
-    loop {
-        let next = match stack.last_mut() {
-            Some((_, pending)) => pending.pop(),
-            None => break,
-        };
-        if let Some(name) = next {
+    while let Some((_, pending)) = stack.last_mut() {
+        if let Some(name) = pending.pop() {
             match rustix::fs::openat(&cur, name.as_c_str(), DIR_FLAGS, Mode::empty()) {
                 Ok(fd) => {
                     cur = fd;
