@@ -213,10 +213,12 @@ impl Hierarchy {
         }
         let own_rel =
             parse_proc_cgroup(proc_cgroup).ok_or("/proc/self/cgroup has no cgroup v2 line (0::/path)")?.to_string();
-        let (m, own_dir) = mount_of(&mounts, &own_rel)
+        let (own_mount, own_dir) = mounts
+            .iter()
+            .enumerate()
+            .find_map(|(i, m)| mount_of(std::slice::from_ref(m), &own_rel).map(|(_, dir)| (i, dir)))
             .ok_or_else(|| format!("guardian's cgroup {own_rel} is not below any cgroup2 mount"))?;
-        let own_mount = mounts.iter().position(|x| x == m).unwrap_or(0);
-        Ok(Hierarchy { mounts: mounts.clone(), own_rel, own_dir, own_mount })
+        Ok(Hierarchy { mounts, own_rel, own_dir, own_mount })
     }
 
     /// The mount through which guardian reaches its own cgroup.
