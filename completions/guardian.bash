@@ -109,13 +109,17 @@ _guardian() {
             return 0
             ;;
         guardian__subcmd__sweep)
-            opts="-h --cgroup --help"
+            opts="-h --cgroup --leaf --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --cgroup)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --leaf)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -43,6 +43,7 @@ complete -c guardian -n "__fish_guardian_needs_command" -s V -l version -d 'Prin
 complete -c guardian -n "__fish_guardian_needs_command" -a "sweep" -d 'Find leaf cgroups whose guardian has died, kill their processes and remove them'
 complete -c guardian -n "__fish_guardian_needs_command" -a "doctor" -d 'Check which of guardian\'s guarantees hold on this machine, and in which mode it would run'
 complete -c guardian -n "__fish_guardian_using_subcommand sweep" -l cgroup -d 'The delegated cgroup directory to sweep (default: guardian\'s own cgroup)' -r
+complete -c guardian -n "__fish_guardian_using_subcommand sweep" -l leaf -d 'Only this leaf (the path the `spawned` event names): kill what is left in it (also a process cgroup.kill misses) and remove it, unless its guardian lives (then exit 1)' -r
 complete -c guardian -n "__fish_guardian_using_subcommand sweep" -s h -l help -d 'Print help'
 complete -c guardian -n "__fish_guardian_using_subcommand doctor" -l cgroup -d 'The --cgroup setting to evaluate' -r
 complete -c guardian -n "__fish_guardian_using_subcommand doctor" -l json -d 'Print a JSON object instead of text'

@@ -51,7 +51,7 @@ remains, and only then exits with the command's status.",
     after_help = AFTER_HELP,
     subcommand_negates_reqs = true,
     disable_help_subcommand = true,
-    override_usage = "guardian [OPTIONS] [--] COMMAND [ARGS]...\n       guardian sweep [--cgroup PATH]\n       guardian doctor [--json] [--cgroup auto|PATH]",
+    override_usage = "guardian [OPTIONS] [--] COMMAND [ARGS]...\n       guardian sweep [--cgroup PATH | --leaf LEAF]\n       guardian doctor [--json] [--cgroup auto|PATH]",
     args_conflicts_with_subcommands = true
 )]
 pub struct Cli {
@@ -133,6 +133,10 @@ pub enum Sub {
         /// The delegated cgroup directory to sweep (default: guardian's own cgroup).
         #[arg(long, env = "GUARDIAN_CGROUP", value_name = "PATH")]
         cgroup: Option<OsString>,
+        /// Only this leaf (the path the `spawned` event names): kill what is left in it (also a
+        /// process cgroup.kill misses) and remove it, unless its guardian lives (then exit 1).
+        #[arg(long, value_name = "LEAF", conflicts_with = "cgroup")]
+        leaf: Option<OsString>,
     },
     /// Check which of guardian's guarantees hold on this machine, and in which mode it would run.
     Doctor {

@@ -13,9 +13,8 @@ use std::fs;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use rustix::fs::Access;
 use serde_json::{Map, Value, json};
 
 use crate::proctree::Proc;
@@ -51,12 +50,8 @@ impl Probe {
     }
 }
 
-use crate::cgroup::{Mount as MountEntry, parse_all_mounts as parse_mountinfo, parse_proc_cgroup};
-
-/// The value of `hidepid=` in a proc mount's options, if any.
-pub fn hidepid(super_options: &str) -> Option<&str> {
-    super_options.split(',').find_map(|o| o.strip_prefix("hidepid="))
-}
+use crate::cgroup::mount::{Mount, parse_proc_cgroup, read_all_mounts};
+use crate::cgroup::{Hierarchy, Parent, Request};
 
 fn mode_for(request: Option<&OsStr>, me: i32, cg: &CgroupFacts, problems: &mut Vec<Problem>) -> Option<&'static str> {
     let plain = if me == 1 { "pid1" } else { "subreaper" };
@@ -188,141 +183,121 @@ fn wait_pidfd(fd: BorrowedFd<'_>) -> io::Result<bool> {
 }
 
 struct CgroupFacts {
-    mount: Option<MountEntry>,
+    /// The mount that holds the leaf's parent (or guardian's own cgroup).
+    mount: Option<Mount>,
     own_rel: Option<String>,
     own_dir: Option<PathBuf>,
-    /// Writable by this user: the directory (to create leaves) and its cgroup.procs.
-    delegated: Probe,
     controllers: Option<Vec<String>>,
-    /// `--cgroup auto` would get a leaf here.
+    /// `--cgroup auto` would get a leaf in guardian's own cgroup (the delegation check of
+    /// `cgroup::check_parent`, the one guardian runs).
     own_usable: Probe,
     /// `--cgroup PATH` would get a leaf there.
     path_usable: Option<Probe>,
     kill_file: Probe,
     clone_into_cgroup: Probe,
+    /// The mount has `nsdelegate` (cgroup namespaces are delegation boundaries).
+    nsdelegate: Option<bool>,
+    /// guardian may start the provider in a cgroup namespace rooted at its leaf.
+    namespace: bool,
 }
 
 fn read_trimmed(path: &Path) -> io::Result<String> {
     fs::read_to_string(path).map(|s| s.trim().to_string())
 }
 
-fn writable(path: &Path, what: &str) -> Probe {
-    match rustix::fs::access(path, Access::WRITE_OK) {
-        Ok(()) => Probe::pass(format!("{} is writable", path.display())),
-        Err(e) => Probe::fail(&e.into(), format!("{what} {} is not writable", path.display())),
-    }
-}
-
-fn cgroup_facts(mounts: &[MountEntry], request: Option<&OsStr>, me: i32, is_root: bool) -> CgroupFacts {
-    let mount = mounts.iter().find(|m| m.fstype == "cgroup2").cloned();
-    let own_rel = fs::read_to_string("/proc/self/cgroup").ok().and_then(|t| parse_proc_cgroup(&t).map(String::from));
-    let own_dir = match (&mount, &own_rel) {
-        (Some(m), Some(rel)) => crate::cgroup::resolve(std::slice::from_ref(m), rel),
-        _ => None,
-    };
+fn cgroup_facts(request: Option<&OsStr>, me: i32) -> CgroupFacts {
+    let untested = || Probe::untested("no usable cgroup to create a leaf in");
     let mut facts = CgroupFacts {
-        mount: mount.clone(),
-        own_rel: own_rel.clone(),
-        own_dir: own_dir.clone(),
-        delegated: Probe::untested("no cgroup2 mount"),
+        mount: None,
+        own_rel: None,
+        own_dir: None,
         controllers: None,
         own_usable: Probe::untested("no cgroup2 mount"),
         path_usable: None,
-        kill_file: Probe::untested("no usable cgroup to create a leaf in"),
-        clone_into_cgroup: Probe::untested("no usable cgroup to create a leaf in"),
+        kill_file: untested(),
+        clone_into_cgroup: untested(),
+        nsdelegate: None,
+        namespace: crate::cgroup::may_create_namespace(),
     };
-    let Some(mount) = mount else {
-        let no = "no cgroup2 filesystem is mounted (see /proc/self/mountinfo)";
-        facts.own_usable = Probe::failed(no);
-        facts.path_usable = request.filter(|r| *r != "auto").map(|_| Probe::failed(no));
-        return facts;
+    let h = match Hierarchy::find() {
+        Ok(h) => h,
+        Err(why) => {
+            facts.own_rel =
+                fs::read_to_string("/proc/self/cgroup").ok().and_then(|t| parse_proc_cgroup(&t).map(String::from));
+            facts.own_usable = Probe::failed(why.clone());
+            facts.path_usable = request.filter(|r| *r != "auto").map(|_| Probe::failed(why));
+            return facts;
+        }
     };
-    match &own_dir {
-        Some(dir) => {
-            let d = writable(dir, "guardian's cgroup");
-            facts.delegated = if d.holds() { writable(&dir.join("cgroup.procs"), "its cgroup.procs") } else { d };
-            facts.controllers = read_trimmed(&dir.join("cgroup.controllers"))
-                .ok()
-                .map(|s| s.split_whitespace().map(String::from).collect());
-            facts.own_usable = if !facts.delegated.holds() {
-                facts.delegated.clone()
-            } else if own_rel.as_deref() == Some("/") && !is_root {
-                Probe::failed("guardian runs in the root cgroup, which is not delegated")
-            } else {
-                Probe::pass(format!("leaves can be created in {}", dir.display()))
-            };
-        }
-        None => {
-            let why = format!(
-                "guardian's cgroup ({}) is not below the cgroup2 mount at {}",
-                own_rel.as_deref().unwrap_or("unknown"),
-                mount.mount_point.display()
-            );
-            facts.delegated = Probe::failed(why.clone());
-            facts.own_usable = Probe::failed(why);
-        }
-    }
+    facts.own_rel = Some(h.own_rel.clone());
+    facts.own_dir = Some(h.own_dir.clone());
+    facts.controllers = read_trimmed(&h.own_dir.join("cgroup.controllers"))
+        .ok()
+        .map(|s| s.split_whitespace().map(String::from).collect());
+    let judge = |req: &Request| match crate::cgroup::check_parent(&h, req) {
+        Ok(p) => (Probe::pass(format!("leaves can be created in {}", p.dir.display())), Some(p)),
+        Err(u) => (Probe { ok: Some(false), errno: Some(sys::errno_name(u.errno)), detail: u.message }, None),
+    };
+    let (own, own_parent) = judge(&Request::Auto);
+    facts.own_usable = own;
     // Where a leaf would go for the requested mode, and the probe on it.
-    let target: Option<PathBuf> = match request {
+    let target: Option<Parent> = match request {
         Some(r) if r != "auto" => {
-            let p = path_usable(Path::new(r), &mount);
-            let ok = p.holds();
+            let (p, parent) = judge(&Request::from_arg(r));
             facts.path_usable = Some(p);
-            ok.then(|| PathBuf::from(r))
+            parent
         }
-        _ => facts.own_usable.holds().then(|| own_dir.clone()).flatten(),
+        _ => own_parent,
     };
+    let shown = target.as_ref().map_or(h.own_dir.clone(), |p| p.dir.clone());
+    facts.mount = h.mounts.iter().find(|m| shown.starts_with(&m.mount_point)).cloned();
+    facts.nsdelegate = Some(h.nsdelegate(&shown));
     if let Some(parent) = target {
-        let (kill_file, clone_into) = probe_leaf(&parent, &mount, me);
+        let (created, kill_file, clone_into) = probe_leaf(&parent, &h, me);
         facts.kill_file = kill_file;
         facts.clone_into_cgroup = clone_into;
-    } else if let Some(dir) = &own_dir
-        && own_rel.as_deref() != Some("/")
-    {
-        facts.kill_file = if dir.join("cgroup.kill").exists() {
-            Probe::pass(format!("{} exists", dir.join("cgroup.kill").display()))
+        if let Err(why) = created {
+            // guardian would fail the same way when it creates its leaf there.
+            let probe = Probe::failed(why);
+            match request {
+                Some(r) if r != "auto" => facts.path_usable = Some(probe),
+                _ => facts.own_usable = probe,
+            }
+        }
+    } else if h.own_rel != "/" {
+        let kill = h.own_dir.join("cgroup.kill");
+        facts.kill_file = if kill.exists() {
+            Probe::pass(format!("{} exists", kill.display()))
         } else {
-            Probe::failed(format!("{} is missing (Linux before 5.14)", dir.join("cgroup.kill").display()))
+            Probe::failed(format!("{} is missing (Linux before 5.14)", kill.display()))
         };
     }
     facts
 }
 
-fn path_usable(path: &Path, mount: &MountEntry) -> Probe {
-    let Ok(abs) = path.canonicalize() else {
-        return Probe::failed(format!("{} does not exist", path.display()));
-    };
-    if !abs.starts_with(&mount.mount_point) {
-        return Probe::failed(format!(
-            "{} is not below the cgroup2 mount {}",
-            abs.display(),
-            mount.mount_point.display()
-        ));
-    }
-    match rustix::fs::access(&abs, Access::WRITE_OK | Access::EXEC_OK) {
-        Ok(()) => Probe::pass(format!("leaves can be created in {}", abs.display())),
-        Err(e) => Probe::fail(&e.into(), format!("{} is not writable", abs.display())),
-    }
-}
-
 /// Creates a temporary leaf below `parent`, starts a parked child in it with
-/// clone3(CLONE_INTO_CGROUP), checks from /proc that it landed there, kills it with the
-/// leaf's `cgroup.kill` (or SIGKILL when that file is missing), reaps it and removes the
-/// leaf. Returns the (`cgroup.kill`, `CLONE_INTO_CGROUP`) probes.
-fn probe_leaf(parent: &Path, mount: &MountEntry, me: i32) -> (Probe, Probe) {
-    let leaf = parent.join(format!("guardian-doctor-{me}"));
+/// clone3(CLONE_INTO_CGROUP), checks from /proc that it landed there, kills it with
+/// `cgroup::leaf::kill` (guardian's own kill), reaps it and removes the leaf. Returns whether
+/// the leaf could be created, and the (`cgroup.kill`, `CLONE_INTO_CGROUP`) probes.
+fn probe_leaf(parent: &Parent, h: &Hierarchy, me: i32) -> (Result<(), String>, Probe, Probe) {
+    let name = format!("guardian-doctor-{me}");
+    let leaf = parent.dir.join(&name);
+    let rel = format!("{}/{name}", parent.rel.trim_end_matches('/'));
     if let Err(e) = fs::create_dir(&leaf) {
         let p = Probe::fail(&e, format!("mkdir {}", leaf.display()));
-        return (Probe::untested(p.detail.clone()), p);
+        return (Err(p.detail.clone()), Probe::untested(p.detail.clone()), p);
     }
-    let result = probe_in_leaf(&leaf, mount);
-    remove_leaf(&leaf);
-    result
+    let (kill, clone) = probe_in_leaf(&leaf, &rel, h);
+    // The reaped child may take a moment to leave the leaf.
+    let _ = crate::cgroup::leaf::wait_empty(&leaf, Duration::from_secs(2));
+    if let Err(e) = crate::cgroup::leaf::remove_tree(&leaf) {
+        crate::warn!("could not remove the probe cgroup {}: {e}", leaf.display());
+    }
+    (Ok(()), kill, clone)
 }
 
-fn probe_in_leaf(leaf: &Path, mount: &MountEntry) -> (Probe, Probe) {
+fn probe_in_leaf(leaf: &Path, rel: &str, h: &Hierarchy) -> (Probe, Probe) {
     let kill_path = leaf.join("cgroup.kill");
-    let has_kill = kill_path.exists();
     let dir = match fs::File::open(leaf) {
         Ok(d) => d,
         Err(e) => {
@@ -335,7 +310,7 @@ fn probe_in_leaf(leaf: &Path, mount: &MountEntry) -> (Probe, Probe) {
         Ok(sys::Forked::Parent { pid, pidfd }) => (pid, pidfd),
         Err(e) => {
             let p = Probe::fail(&e, "clone3(CLONE_PIDFD | CLONE_INTO_CGROUP)");
-            let k = if has_kill {
+            let k = if kill_path.exists() {
                 Probe::pass(format!("{} exists (not exercised: no child could be placed)", kill_path.display()))
             } else {
                 Probe::failed(format!("{} is missing (Linux before 5.14)", kill_path.display()))
@@ -343,7 +318,7 @@ fn probe_in_leaf(leaf: &Path, mount: &MountEntry) -> (Probe, Probe) {
             return (k, p);
         }
     };
-    let expected = mount_relative(leaf, mount);
+    let expected = h.relative(leaf);
     let landed =
         fs::read_to_string(format!("/proc/{pid}/cgroup")).ok().and_then(|t| parse_proc_cgroup(&t).map(String::from));
     let clone_probe = match (&landed, &expected) {
@@ -356,13 +331,14 @@ fn probe_in_leaf(leaf: &Path, mount: &MountEntry) -> (Probe, Probe) {
             expected.as_deref().unwrap_or("?")
         )),
     };
-    let kill_probe = if has_kill {
-        match fs::write(&kill_path, "1") {
-            Ok(()) => Probe::pass(format!("writing 1 to {} killed the leaf's child", kill_path.display())),
-            Err(e) => Probe::fail(&e, format!("write {}", kill_path.display())),
+    let kill_probe = match crate::cgroup::leaf::kill(leaf, rel, None) {
+        Ok(crate::cgroup::Killed::KillFile) => {
+            Probe::pass(format!("writing 1 to {} killed the leaf's child", kill_path.display()))
         }
-    } else {
-        Probe::failed(format!("{} is missing (Linux before 5.14)", kill_path.display()))
+        Ok(crate::cgroup::Killed::FreezeAndKill(_)) => {
+            Probe::failed(format!("{} is missing (Linux before 5.14)", kill_path.display()))
+        }
+        Err(e) => Probe::fail(&e, format!("write {}", kill_path.display())),
     };
     if !kill_probe.holds() {
         let sent = pidfd.as_ref().is_some_and(|fd| sys::pidfd_send_signal(fd.as_fd(), libc::SIGKILL, 0).is_ok());
@@ -381,36 +357,6 @@ fn probe_in_leaf(leaf: &Path, mount: &MountEntry) -> (Probe, Probe) {
     (kill_probe, clone_probe)
 }
 
-/// The cgroup path (as /proc/PID/cgroup shows it) of directory `dir` on `mount`.
-fn mount_relative(dir: &Path, mount: &MountEntry) -> Option<String> {
-    let canon = dir.canonicalize().ok()?;
-    let rest = canon.strip_prefix(&mount.mount_point).ok()?;
-    let root = mount.root.trim_end_matches('/');
-    let rest = rest.to_string_lossy();
-    Some(match (root.is_empty(), rest.is_empty()) {
-        (true, true) => "/".to_string(),
-        (false, true) => root.to_string(),
-        _ => format!("{root}/{rest}"),
-    })
-}
-
-/// Removes doctor's leaf; the reaped child may take a moment to leave it.
-fn remove_leaf(leaf: &Path) {
-    let deadline = Instant::now() + Duration::from_secs(2);
-    loop {
-        match fs::remove_dir(leaf) {
-            Ok(()) => return,
-            Err(e) if e.raw_os_error() == Some(libc::EBUSY) && Instant::now() < deadline => {
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            Err(e) => {
-                crate::warn!("could not remove the probe cgroup {}: {e}", leaf.display());
-                return;
-            }
-        }
-    }
-}
-
 struct ProcFacts {
     own_namespace: bool,
     hidepid: Option<String>,
@@ -418,12 +364,10 @@ struct ProcFacts {
     children_file: Probe,
 }
 
-fn proc_facts(mounts: &[MountEntry], me: i32) -> ProcFacts {
+fn proc_facts(mounts: &[Mount], me: i32) -> ProcFacts {
     let own_namespace = Proc::open().ok().is_some_and(|mut p| p.is_own_namespace());
     let proc_mount = mounts.iter().rev().find(|m| m.mount_point == Path::new("/proc") && m.fstype == "proc");
-    let opt = |key: &str| {
-        proc_mount.and_then(|m| m.super_options.split(',').find_map(|o| o.strip_prefix(key)).map(String::from))
-    };
+    let opt = |key: &str| proc_mount.and_then(|m| m.option(key)).map(String::from);
     // doctor is single-threaded: its main thread's tid is its pid.
     let children = PathBuf::from(format!("/proc/self/task/{me}/children"));
     let children_file = if children.exists() {
@@ -431,12 +375,7 @@ fn proc_facts(mounts: &[MountEntry], me: i32) -> ProcFacts {
     } else {
         Probe::failed(format!("{} is missing (kernel without CONFIG_PROC_CHILDREN)", children.display()))
     };
-    ProcFacts {
-        own_namespace,
-        hidepid: proc_mount.and_then(|m| hidepid(&m.super_options).map(String::from)),
-        subset: opt("subset="),
-        children_file,
-    }
+    ProcFacts { own_namespace, hidepid: opt("hidepid"), subset: opt("subset"), children_file }
 }
 
 /// Runs every check; prints the report; returns the exit status.
@@ -466,8 +405,8 @@ pub fn run(json_out: bool, request: Option<&OsString>) -> i32 {
         Err(e) => Probe::fail(&e, "signalfd()"),
     };
     let child = probe_child();
-    let mounts = fs::read_to_string("/proc/self/mountinfo").map(|t| parse_mountinfo(&t)).unwrap_or_default();
-    let cg = cgroup_facts(&mounts, request, me, is_root);
+    let mounts = read_all_mounts().unwrap_or_default();
+    let cg = cgroup_facts(request, me);
     let procf = proc_facts(&mounts, me);
 
     let mut problems = Vec::new();
@@ -559,6 +498,13 @@ pub fn run(json_out: bool, request: Option<&OsString>) -> i32 {
                 cg.clone_into_cgroup.detail
             ));
         }
+        let nsdelegate = cg.nsdelegate == Some(true);
+        notes.push(match (nsdelegate, cg.namespace) {
+            (true, true) => "the provider starts in a cgroup namespace rooted at its leaf and the cgroup2 mount has nsdelegate: the kernel refuses its tree any move out of the leaf".into(),
+            (true, false) => "the cgroup2 mount has nsdelegate, but guardian lacks CAP_SYS_ADMIN to start the provider in a cgroup namespace: a descendant of this uid can move itself out of the leaf (into a cgroup.procs it may write) and escape the leaf's kill".into(),
+            (false, true) => "the provider starts in a cgroup namespace rooted at its leaf, but the cgroup2 mount lacks nsdelegate, so the namespace is no boundary: a descendant of this uid can move itself out of the leaf (into a cgroup.procs it may write) and escape the leaf's kill".into(),
+            (false, false) => "the cgroup2 mount lacks nsdelegate (and guardian lacks CAP_SYS_ADMIN for a cgroup namespace): a descendant of this uid can move itself out of the leaf (into a cgroup.procs it may write) and escape the leaf's kill".into(),
+        });
     } else if request.is_none() {
         if cg.own_usable.holds() {
             notes.push(
@@ -598,7 +544,7 @@ pub fn run(json_out: bool, request: Option<&OsString>) -> i32 {
                 ("waitid_pidfd", &child.waitid_pidfd),
                 ("clone_into_cgroup", &cg.clone_into_cgroup),
                 ("cgroup_kill", &cg.kill_file),
-                ("cgroup_delegated", &cg.delegated),
+                ("cgroup_delegated", &cg.own_usable),
                 ("proc_children_file", &procf.children_file),
             ]),
             "cgroup": {
@@ -606,7 +552,9 @@ pub fn run(json_out: bool, request: Option<&OsString>) -> i32 {
                 "mount_root": cg.mount.as_ref().map(|m| m.root.clone()),
                 "own": cg.own_rel,
                 "own_dir": cg.own_dir.as_ref().map(|d| d.to_string_lossy().into_owned()),
-                "delegated": cg.delegated.holds(),
+                "delegated": cg.own_usable.holds(),
+                "nsdelegate": cg.nsdelegate,
+                "namespace": cg.namespace,
                 "controllers": cg.controllers,
                 "auto_usable": cg.own_usable.holds(),
                 "path_usable": cg.path_usable.as_ref().map(Probe::holds),
@@ -675,7 +623,16 @@ fn print_human(
         show(&cg.own_rel),
         cg.own_dir.as_ref().map(|d| d.display().to_string()).unwrap_or_else(|| "not reachable".into())
     ));
-    line(format!("delegated           {} {}", mark(&cg.delegated), cg.delegated.detail));
+    line(format!("delegated           {} {}", mark(&cg.own_usable), cg.own_usable.detail));
+    line(format!(
+        "nsdelegate          {}; cgroup namespace for the provider: {}",
+        match cg.nsdelegate {
+            Some(true) => "yes",
+            Some(false) => "no",
+            None => "unknown",
+        },
+        if cg.namespace { "yes (CAP_SYS_ADMIN)" } else { "no (needs CAP_SYS_ADMIN)" }
+    ));
     line(format!(
         "controllers         {}",
         cg.controllers
@@ -706,39 +663,4 @@ fn print_human(
         }
     }
     print!("{out}");
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    const MOUNTINFO: &str = "\
-22 27 0:21 / /proc rw,relatime - proc proc rw,hidepid=invisible,gid=4
-31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755
-35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory
-41 31 0:38 / /sys/fs/cgroup/unified rw,relatime shared:9 - cgroup2 cgroup2 rw,nsdelegate
-50 27 0:40 /job /mnt/my\\040cg rw - cgroup2 none rw
-bad line
-";
-
-    #[test]
-    fn mountinfo_fields_and_escapes() {
-        let m = parse_mountinfo(MOUNTINFO);
-        assert_eq!(m.len(), 5);
-        assert_eq!(m[0].fstype, "proc");
-        assert_eq!(hidepid(&m[0].super_options), Some("invisible"));
-        assert_eq!(hidepid(&m[1].super_options), None);
-        let cg: Vec<_> = m.iter().filter(|e| e.fstype == "cgroup2").collect();
-        assert_eq!(cg[0].mount_point, Path::new("/sys/fs/cgroup/unified"));
-        assert_eq!(cg[0].super_options, "rw,nsdelegate", "optional fields before '-' are skipped");
-        assert_eq!(cg[1].mount_point, Path::new("/mnt/my cg"));
-        assert_eq!(cg[1].root, "/job");
-    }
-
-    #[test]
-    fn own_cgroup_resolution() {
-        assert_eq!(parse_proc_cgroup("12:pids:/x\n0::/user.slice/a.scope\n"), Some("/user.slice/a.scope"));
-        assert_eq!(parse_proc_cgroup("0::/gone (deleted)\n"), Some("/gone"));
-        assert_eq!(parse_proc_cgroup("1:cpu:/\n"), None);
-    }
 }

@@ -50,7 +50,7 @@ fn run() -> i32 {
     log::set_level(cli::verbosity(&cli));
     if let Some(sub) = &cli.sub {
         return match sub {
-            cli::Sub::Sweep { cgroup } => cgroup::sweep(cgroup.as_deref()),
+            cli::Sub::Sweep { cgroup, leaf } => cgroup::sweep(cgroup.as_deref(), leaf.as_deref()),
             // The subcommand's --cgroup, else the one guardian itself would use (GUARDIAN_CGROUP).
             cli::Sub::Doctor { json, cgroup } => doctor::run(*json, cgroup.as_ref().or(cli.cgroup.as_ref())),
         };

@@ -68,7 +68,7 @@ pub fn spawn(cfg: &SpawnConfig<'_>, events: &mut Events) -> Result<Spawned, Spaw
         join_cgroup_procs: None,
     };
 
-    let forked = match sys::clone3(cfg.cgroup.map(|(dir, _)| dir)) {
+    let forked = match clone3_into_leaf(cfg.cgroup.map(|(dir, _)| dir)) {
         Ok(f) => f,
         Err(e) if matches!(e.raw_os_error(), Some(libc::ENOSYS | libc::EPERM | libc::E2BIG)) => {
             fallback(events, "clone3", &e, "starting the provider with fork() and pidfd_open()");
@@ -108,6 +108,21 @@ pub fn spawn(cfg: &SpawnConfig<'_>, events: &mut Events) -> Result<Spawned, Spaw
         },
     };
     Ok(Spawned { provider: PidRef::child(pid, pidfd), pgid: pid })
+}
+
+/// clone3, into the leaf if there is one; where guardian may (CAP_SYS_ADMIN), in a new cgroup
+/// namespace rooted at the leaf, so that on a cgroup2 mount with `nsdelegate` the kernel
+/// refuses the tree any move out of it. A refused namespace is retried without (debug log).
+fn clone3_into_leaf(leaf: Option<BorrowedFd<'_>>) -> io::Result<sys::Forked> {
+    if leaf.is_some() && crate::cgroup::may_create_namespace() {
+        match sys::clone3_flags(leaf, sys::CLONE_NEWCGROUP) {
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EPERM | libc::EINVAL | libc::ENOSPC)) => {
+                crate::debug!("clone3(CLONE_NEWCGROUP) refused ({e}); the provider shares guardian's cgroup namespace");
+            }
+            r => return r,
+        }
+    }
+    sys::clone3(leaf)
 }
 
 /// Reads the child's (stage, errno) report; `None` means exec succeeded (EOF).

@@ -21,6 +21,9 @@ compile_error!("guardian is built and tested for x86_64 and aarch64 Linux only")
 /// `CLONE_INTO_CGROUP` (Linux 5.7). `libc::CLONE_INTO_CGROUP` is a truncated `c_int` (0) on
 /// gnu targets, so it is spelled out here.
 pub const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
+/// `CLONE_NEWCGROUP` (Linux 4.6): with `CLONE_INTO_CGROUP`, the child's cgroup namespace is
+/// rooted at the cgroup it starts in.
+pub const CLONE_NEWCGROUP: u64 = 0x0200_0000;
 /// `CLONE_PIDFD` (Linux 5.2).
 const CLONE_PIDFD: u64 = 0x1000;
 /// `PIDFD_SIGNAL_PROCESS_GROUP` (Linux 6.9): deliver to the pidfd owner's process group.
@@ -251,9 +254,14 @@ struct CloneArgs {
 /// `clone3(CLONE_PIDFD [| CLONE_INTO_CGROUP])` with fork semantics (no shared memory), so
 /// the child owns a copy of the address space exactly as after `fork()`.
 pub fn clone3(cgroup: Option<BorrowedFd<'_>>) -> io::Result<Forked> {
+    clone3_flags(cgroup, 0)
+}
+
+/// [`clone3`] with `extra` clone flags (only `CLONE_NEWCGROUP` is used).
+pub fn clone3_flags(cgroup: Option<BorrowedFd<'_>>, extra: u64) -> io::Result<Forked> {
     let mut pidfd: RawFd = -1;
     let mut args = CloneArgs {
-        flags: CLONE_PIDFD,
+        flags: CLONE_PIDFD | extra,
         pidfd: (&mut pidfd as *mut RawFd) as u64,
         exit_signal: libc::SIGCHLD as u64,
         ..CloneArgs::default()

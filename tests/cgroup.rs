@@ -619,3 +619,458 @@ fn an_unusable_explicit_path_exits_125_naming_file_and_permission() {
             .is_ok_and(|rd| { !rd.flatten().any(|e| e.file_type().is_ok_and(|t| t.is_dir())) })
     );
 }
+
+// ---------------------------------------------------------------------------------------
+// Hostile trees (issue 9 items 1, 5, 11, 12) and doctor's agreement with guardian (issue 12
+// item 6)
+
+/// A C program compiled once per test process into a 0755 directory uid 65534 can reach.
+fn c_program(name: &str, source: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = std::env::temp_dir().join(format!("guardian-test-cc-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("mkdir cc dir");
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).expect("chmod cc dir");
+    let src = dir.join(format!("{name}.c"));
+    let bin = dir.join(name);
+    std::fs::write(&src, source).expect("write C source");
+    let out = Command::new("cc").arg("-pthread").arg("-o").arg(&bin).arg(&src).output().expect("run cc");
+    assert!(out.status.success(), "cc failed: {}", String::from_utf8_lossy(&out.stderr));
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).expect("chmod program");
+    bin
+}
+
+/// `zombie-leader 1000.<tag>`: ignores SIGTERM, then its main thread exits (pthread_exit)
+/// while a second thread sleeps. /proc/PID/stat then shows state Z with 2 threads and an
+/// empty cmdline; the live thread's /proc/PID/task/TID/cmdline still carries the tag.
+const ZOMBIE_LEADER: &str = r#"
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+static void *sleeper(void *arg) { (void)arg; for (;;) pause(); return 0; }
+int main(void) {
+    pthread_t t;
+    signal(SIGTERM, SIG_IGN);
+    if (pthread_create(&t, 0, sleeper, 0) != 0) return 1;
+    pthread_exit(0);
+}
+"#;
+
+/// `deep-nest 1000.<tag> DEPTH`: creates DEPTH nested directories of 200-character names
+/// below its working directory with relative mkdir/chdir, so the innermost is far deeper
+/// than PATH_MAX from the root.
+const DEEP_NEST: &str = r#"
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    char name[201];
+    int depth = argc > 2 ? atoi(argv[2]) : 0;
+    memset(name, 'd', 200);
+    name[200] = 0;
+    for (int i = 0; i < depth; i++)
+        if (mkdir(name, 0755) != 0 || chdir(name) != 0) return 9;
+    return 0;
+}
+"#;
+
+/// Processes with a thread whose cmdline carries `1000.<tag>` (also those whose main
+/// thread exited, whose own cmdline is empty).
+fn tagged_threads(tag: &str) -> Vec<i32> {
+    let want = format!("1000.{tag}");
+    let mut out = Vec::new();
+    let Ok(rd) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for e in rd.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+            continue;
+        };
+        let hit = tasks.flatten().any(|t| {
+            std::fs::read(t.path().join("cmdline"))
+                .is_ok_and(|c| c.split(|&b| b == 0).any(|a| a.starts_with(want.as_bytes())))
+        });
+        if hit {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// On drop (also when a test fails), SIGKILLs through a pidfd every process a thread of
+/// which carries the tag: `cgroup.kill` in the test cgroup's cleanup cannot kill them.
+struct KillTagged(String);
+
+impl Drop for KillTagged {
+    fn drop(&mut self) {
+        for pid in tagged_threads(&self.0) {
+            let Some(p) = rustix::process::Pid::from_raw(pid) else { continue };
+            let Ok(fd) = rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty()) else {
+                continue;
+            };
+            // The pidfd holds the process the tag was read from only if the tag is still there.
+            if tagged_threads(&self.0).contains(&pid) {
+                let _ = rustix::process::pidfd_send_signal(&fd, rustix::process::Signal::KILL);
+            }
+        }
+    }
+}
+
+/// `(state, threads)` from /proc/PID/stat.
+fn state_threads(pid: i32) -> Option<(char, u32)> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest: Vec<&str> = text[text.rfind(')')? + 1..].split_whitespace().collect();
+    Some((rest.first()?.chars().next()?, rest.get(17)?.parse().ok()?))
+}
+
+fn zombie_leader_waits(bin: &Path, n: &str) -> String {
+    // Starts the program and waits, in the provider, until its main thread has exited.
+    format!("{} 1000.{n} & p=$!; until grep -q '^State:.*Z' /proc/$p/status; do sleep 0.01; done", bin.display())
+}
+
+#[test]
+fn a_process_whose_main_thread_exited_is_killed_in_the_leaf() {
+    let mount = need_delegation!();
+    let bin = c_program("zombie-leader", ZOMBIE_LEADER);
+    let cg = TestCgroup::new(&mount, true);
+    let n = nonce();
+    let _cleanup = KillTagged(n.clone());
+    let provider = format!("{}; exit 3", zombie_leader_waits(&bin, &n));
+    let mut g = start(Some(&cg.path), &["-vv", "--cgroup", "auto", "--grace", "200ms", "--", "sh", "-c", &provider]);
+    let leaf = g.leaf();
+    let status = g.finish();
+    assert_eq!(status.code(), Some(3), "the provider's status, not 125; stderr: {}", g.log());
+    assert!(tagged_threads(&n).is_empty(), "the process with the exited main thread is gone");
+    assert!(!leaf.exists(), "the leaf was removed");
+    assert!(g.seen.iter().any(|v| v["event"] == "released"), "{:?}", g.seen);
+}
+
+#[test]
+fn sweep_leaf_kills_a_process_cgroup_kill_misses() {
+    let mount = need_delegation!();
+    let bin = c_program("zombie-leader", ZOMBIE_LEADER);
+    let cg = TestCgroup::new(&mount, true);
+    let n = nonce();
+    let _cleanup = KillTagged(n.clone());
+    let provider = format!("{}; exec sleep 1000.{n}", zombie_leader_waits(&bin, &n));
+    let mut g = start(Some(&cg.path), &["--cgroup", "auto", "--", "sh", "-c", &provider]);
+    let leaf = g.leaf();
+    wait_until("the provider runs, the other process's main thread has exited", || {
+        tagged(&n).len() == 1
+            && tagged_threads(&n).iter().any(|&p| state_threads(p).is_some_and(|(s, t)| s == 'Z' && t > 1))
+    });
+    // guardian dies without any chance to clean up; its leaf holds the tree.
+    let _ = g.child.kill();
+    let _ = g.child.wait();
+    assert!(populated(&leaf));
+
+    // What the README used to tell drivers: writing cgroup.kill alone leaves the process.
+    std::fs::write(leaf.join("cgroup.kill"), "1").expect("write cgroup.kill");
+    wait_until("cgroup.kill took the sleep", || tagged(&n).is_empty());
+    assert!(!wait_unpopulated(&leaf, Duration::from_millis(300)), "cgroup.kill alone leaves the leaf populated");
+    assert_eq!(tagged_threads(&n).len(), 1, "the process with the exited main thread survived cgroup.kill");
+
+    let out = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--", guardian_bin(), "sweep", "--leaf"])
+        .arg(&leaf)
+        .output()
+        .expect("run guardian sweep --leaf");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "sweep: {text} {}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains(&format!("removed {}", leaf.display())), "{text}");
+    assert!(tagged_threads(&n).is_empty(), "sweep --leaf killed it");
+    assert!(!leaf.exists());
+    assert!(cg.path.exists(), "only the named leaf is touched");
+}
+
+#[test]
+fn sweep_leaf_refuses_what_is_not_a_guardian_leaf_and_keeps_a_live_one() {
+    let mount = need_delegation!();
+    let cg = TestCgroup::new(&mount, true);
+    let out = Command::new(guardian_bin()).args(["sweep", "--leaf"]).arg(&cg.path).output().expect("sweep");
+    assert_eq!(out.status.code(), Some(125), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a guardian leaf"));
+    assert!(cg.path.exists());
+
+    let n = nonce();
+    let mut g = start(Some(&cg.path), &["--cgroup", "auto", "--", "sleep", &format!("1000.{n}")]);
+    let leaf = g.leaf();
+    wait_until("the provider runs", || tagged(&n).len() == 1);
+    let out = Command::new(guardian_bin()).args(["sweep", "--leaf"]).arg(&leaf).output().expect("sweep");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "a live guardian's leaf is kept, and that is not success: {text}");
+    assert!(text.contains(&format!("kept {}", leaf.display())), "{text}");
+    assert_eq!(tagged(&n).len(), 1, "the live guardian's provider still runs");
+    g.signal(rustix::process::Signal::TERM);
+    assert_eq!(g.finish().code(), Some(143), "stderr: {}", g.log());
+}
+
+#[test]
+fn a_provider_that_removes_its_own_emptied_leaf_gets_its_status() {
+    let mount = need_delegation!();
+    let cg = TestCgroup::new(&mount, true);
+    let n = nonce();
+    // The provider moves itself to the delegated parent (allowed: it may write there),
+    // removes the now empty leaf and exits 4.
+    let provider = format!(
+        ": 1000.{n}; c=$(sed -n 's/^0:://p' /proc/self/cgroup); \
+         echo $$ > \"$1$(dirname \"$c\")/cgroup.procs\" && rmdir \"$1$c\" && exit 4; exit 99"
+    );
+    let mount_arg = mount.to_string_lossy().into_owned();
+    let mut g = start(
+        Some(&cg.path),
+        &["-vv", "--cgroup", "auto", "--grace", "200ms", "--", "sh", "-c", &provider, "sh", &mount_arg],
+    );
+    let leaf = g.leaf();
+    let status = g.finish();
+    assert_eq!(status.code(), Some(4), "the provider's status; stderr: {}", g.log());
+    assert!(!leaf.exists());
+    assert!(
+        !g.seen.iter().any(|v| v["event"] == "fallback" && v["what"] == "cgroup.kill"),
+        "no false cgroup.kill fallback: {:?}",
+        g.seen
+    );
+    let released = g.wait_event("released");
+    assert_eq!(released["status"], 4, "{released}");
+}
+
+/// Removes a directory tree of any depth through directory fds (test cleanup when guardian
+/// failed to).
+fn remove_deep(parent: &std::os::fd::OwnedFd, name: &std::ffi::OsStr) {
+    use rustix::fs::{AtFlags, Mode, OFlags};
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    if let Ok(fd) = rustix::fs::openat(parent, name, flags, Mode::empty()) {
+        let subs: Vec<std::ffi::OsString> = rustix::fs::Dir::read_from(&fd)
+            .map(|d| {
+                d.filter_map(|e| e.ok())
+                    .filter(|e| e.file_type() == rustix::fs::FileType::Directory)
+                    .map(|e| std::ffi::OsStr::from_bytes(e.file_name().to_bytes()).to_os_string())
+                    .filter(|n| n != "." && n != "..")
+                    .collect()
+            })
+            .unwrap_or_default();
+        for s in subs {
+            remove_deep(&fd, &s);
+        }
+    }
+    let _ = rustix::fs::unlinkat(parent, name, AtFlags::REMOVEDIR);
+}
+
+use std::os::unix::ffi::OsStrExt;
+
+#[test]
+fn cgroups_nested_deeper_than_path_max_are_removed() {
+    let mount = need_delegation!();
+    let bin = c_program("deep-nest", DEEP_NEST);
+    let cg = TestCgroup::new(&mount, true);
+    let n = nonce();
+    // 30 levels of 200-character names: 6 000 bytes below the leaf, beyond PATH_MAX (4 096).
+    let provider = format!("cd \"$1$(sed -n 's/^0:://p' /proc/self/cgroup)\" && {} 1000.{n} 30", bin.display());
+    let mount_arg = mount.to_string_lossy().into_owned();
+    let mut g = start(Some(&cg.path), &["-vv", "--cgroup", "auto", "--", "sh", "-c", &provider, "sh", &mount_arg]);
+    let leaf = g.leaf();
+    let status = g.finish();
+    let gone = !leaf.exists();
+    if !gone {
+        let parent = rustix::fs::open(
+            &cg.path,
+            rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY,
+            rustix::fs::Mode::empty(),
+        )
+        .expect("open test cgroup");
+        remove_deep(&parent, leaf.file_name().expect("leaf name"));
+    }
+    assert_eq!(status.code(), Some(0), "the nest was built; stderr: {}", g.log());
+    let released = g.wait_event("released");
+    assert!(gone, "the leaf and the nest below it were removed, as released.cgroup says: {released}");
+    assert_eq!(released["cgroup"], leaf.to_string_lossy().as_ref());
+}
+
+/// `guardian doctor --json ARGS` as uid 65534 inside `cg`: its JSON report.
+fn doctor_inside(cg: &Path, args: &[&str]) -> Value {
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(r#"echo $$ > "$1/cgroup.procs" || exit 99; shift; exec setpriv --reuid=65534 --regid=65534 --clear-groups -- "$@""#)
+        .arg("wrap")
+        .arg(cg)
+        .arg(guardian_bin())
+        .args(["doctor", "--json"])
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run guardian doctor");
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("doctor JSON: {e}: {}", String::from_utf8_lossy(&out.stdout)))
+}
+
+#[test]
+fn doctor_reports_the_mode_guardian_runs_in() {
+    let mount = need_delegation!();
+    let _flags = CGROUP2_FLAGS.lock().unwrap_or_else(|e| e.into_inner());
+    let delegated = TestCgroup::new(&mount, true);
+    let owned = TestCgroup::new(&mount, false);
+    let other = TestCgroup::new(&mount, true);
+    let other_path = other.path.to_string_lossy().into_owned();
+    // (where guardian runs, --cgroup value)
+    let cases: [(&Path, &str); 4] =
+        [(&delegated.path, "auto"), (&owned.path, "auto"), (&delegated.path, &other_path), (&other.path, &other_path)];
+    let mut reports = Vec::new();
+    for (inside, request) in cases {
+        let report = doctor_inside(inside, &["--cgroup", request]);
+        let n = nonce();
+        let mut g = start(Some(inside), &["--cgroup", request, "--", "sh", "-c", &format!(": 1000.{n}")]);
+        let status = g.finish();
+        let spawned = g.seen.iter().find(|v| v["event"] == "spawned").cloned();
+        match spawned {
+            Some(s) => {
+                assert_eq!(status.code(), Some(0), "stderr: {}", g.log());
+                assert_eq!(report["mode"], s["mode"], "--cgroup {request} in {}: doctor {report}", inside.display());
+            }
+            None => {
+                assert_eq!(status.code(), Some(125), "no spawned event only when guardian refuses: {}", g.log());
+                assert!(report["mode"].is_null(), "doctor says guardian would not start: {report}");
+            }
+        }
+        reports.push(report);
+    }
+    let mounted_with = |opt: &str| {
+        std::fs::read_to_string("/proc/self/mountinfo").is_ok_and(|t| {
+            t.lines().any(|l| {
+                l.split_once(" - ").is_some_and(|(left, right)| {
+                    right.starts_with("cgroup2 ")
+                        && left.split(' ').nth(4).map(unescape).as_deref() == mount.to_str()
+                        && right.split(' ').nth(2).is_some_and(|o| o.split(',').any(|x| x == opt))
+                })
+            })
+        })
+    };
+    for report in reports {
+        assert_eq!(report["cgroup"]["nsdelegate"].as_bool(), Some(mounted_with("nsdelegate")), "{report}");
+    }
+}
+
+/// CAP_SYS_ADMIN in this process's effective set (needed for a cgroup namespace).
+fn cap_sys_admin() -> bool {
+    std::fs::read_to_string("/proc/self/status").is_ok_and(|t| {
+        t.lines()
+            .find_map(|l| l.strip_prefix("CapEff:"))
+            .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+            .is_some_and(|c| c & (1 << 21) != 0)
+    })
+}
+
+#[test]
+fn a_privileged_guardian_starts_the_provider_in_a_cgroup_namespace_at_its_leaf() {
+    let mount = need_delegation!();
+    if !cap_sys_admin() {
+        eprintln!("skipping {}: no CAP_SYS_ADMIN, so guardian creates no cgroup namespace", module_path!());
+        return;
+    }
+    let cg = TestCgroup::new(&mount, false);
+    let path = cg.path.to_string_lossy().into_owned();
+    let n = nonce();
+    // guardian as root (where the test runs): the provider sees its leaf as "/".
+    let provider =
+        format!(": 1000.{n}; echo \"ns-root=$(sed -n 's/^0:://p' /proc/self/cgroup)\"; readlink /proc/self/ns/cgroup");
+    let mut g = start(None, &["--cgroup", &path, "--", "sh", "-c", &provider]);
+    let leaf = g.leaf();
+    let status = g.finish();
+    assert_eq!(status.code(), Some(0), "stderr: {}", g.log());
+    assert!(g.log().contains("ns-root=/\n"), "the provider's cgroup namespace is rooted at its leaf: {}", g.log());
+    let own_ns = std::fs::read_link("/proc/self/ns/cgroup").expect("own cgroup ns");
+    assert!(!g.log().contains(own_ns.to_string_lossy().as_ref()), "a new namespace: {}", g.log());
+    assert!(!leaf.exists());
+}
+
+/// The superblock options of the cgroup2 mount at `mount`.
+fn super_options(mount: &Path) -> Option<String> {
+    let text = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    text.lines().find_map(|l| {
+        let (left, right) = l.split_once(" - ")?;
+        let at = left.split(' ').nth(4).map(unescape)?;
+        (right.starts_with("cgroup2 ") && at == mount.to_string_lossy())
+            .then(|| right.split(' ').nth(2).map(String::from))?
+    })
+}
+
+/// Mounts a cgroup2 with `options` in a private mount namespace. cgroup2 has one superblock:
+/// its root flags (nsdelegate among them) are set by every mount from the initial cgroup
+/// namespace, system-wide, so this is how a test switches nsdelegate on and back off.
+fn set_cgroup2_flags(options: &str) -> bool {
+    let dir = std::env::temp_dir().join(format!("guardian-test-cg2-{}", nonce()));
+    if std::fs::create_dir(&dir).is_err() {
+        return false;
+    }
+    let mut c = Command::new("unshare");
+    c.args(["--mount", "--propagation", "private", "mount", "-t", "cgroup2"]);
+    if !options.is_empty() {
+        c.args(["-o", options]);
+    }
+    let ok = c.arg("none").arg(&dir).status().is_ok_and(|s| s.success());
+    let _ = std::fs::remove_dir(&dir);
+    ok
+}
+
+/// Held by tests that switch the cgroup2 flags and by those that read them.
+static CGROUP2_FLAGS: Mutex<()> = Mutex::new(());
+
+/// Restores the cgroup2 flags the host had, whatever happens in the test.
+struct RestoreFlags(String);
+
+impl Drop for RestoreFlags {
+    fn drop(&mut self) {
+        if !set_cgroup2_flags(&self.0) {
+            eprintln!("could not restore the cgroup2 mount options '{}'", self.0);
+        }
+    }
+}
+
+#[test]
+fn with_nsdelegate_a_namespaced_provider_cannot_move_itself_out_of_its_leaf() {
+    let mount = need_delegation!();
+    if !cap_sys_admin() {
+        eprintln!("skipping {}: no CAP_SYS_ADMIN, so guardian creates no cgroup namespace", module_path!());
+        return;
+    }
+    let _flags = CGROUP2_FLAGS.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(host) = super_options(&mount) else {
+        panic!("no cgroup2 mount at {} in mountinfo", mount.display());
+    };
+    let cg = TestCgroup::new(&mount, false);
+    let path = cg.path.to_string_lossy().into_owned();
+    // guardian as root: the provider starts in a cgroup namespace rooted at its leaf and tries
+    // what any same-uid descendant may: write itself into the delegated parent.
+    let escape = |n: &str| {
+        let provider = format!(
+            ": 1000.{n}; if echo $$ > \"{path}/cgroup.procs\"; then echo outcome=escaped; else echo outcome=refused; fi"
+        );
+        let mut g = start(None, &["--cgroup", &path, "--", "sh", "-c", &provider]);
+        let status = g.finish();
+        assert_eq!(status.code(), Some(0), "stderr: {}", g.log());
+        g.log()
+    };
+    let has_nsdelegate = host.split(',').any(|o| o == "nsdelegate");
+    if !has_nsdelegate {
+        // The host's own mount: the namespace is no boundary, the move succeeds.
+        let log = escape(&nonce());
+        assert!(log.contains("outcome=escaped"), "without nsdelegate the move is allowed: {log}");
+    }
+    let keep: Vec<&str> = host.split(',').filter(|o| *o != "rw" && *o != "ro").collect();
+    let _restore = RestoreFlags(keep.join(","));
+    if !has_nsdelegate {
+        let mut with = keep.clone();
+        with.push("nsdelegate");
+        // Only a mount from the initial cgroup namespace sets the flags (not in a container).
+        let on = set_cgroup2_flags(&with.join(","))
+            && super_options(&mount).is_some_and(|o| o.split(',').any(|x| x == "nsdelegate"));
+        if !on {
+            eprintln!("skipping the nsdelegate half of {}: cannot switch nsdelegate on here", module_path!());
+            return;
+        }
+    }
+    let log = escape(&nonce());
+    assert!(log.contains("outcome=refused"), "with nsdelegate the kernel refuses the move: {log}");
+}

@@ -1,0 +1,142 @@
+//! cgroup::sweep: `guardian sweep [--cgroup PATH | --leaf LEAF]`, the policy over the leaf
+//! primitives: removes the leaves of dead guardians (killing what is left in them), never
+//! one whose guardian lives, and prints one line per leaf.
+
+use std::ffi::OsStr;
+use std::fs;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::leaf::{Killed, kill, remove_tree, wait_empty};
+use super::mount::{Hierarchy, check_cgroup2_dir, events_populated};
+use super::{guardian_alive, parse_leaf_name};
+use crate::proctree::Proc;
+
+/// How long sweep waits for a killed leaf to empty, re-killing once a second (a process
+/// whose main thread exits just as the kill is written is only caught by the next one).
+const EMPTY_WAIT: Duration = Duration::from_secs(10);
+
+enum Swept {
+    Removed(String),
+    Kept,
+    Failed(String),
+}
+
+/// `guardian sweep`: every `guardian-<pid>-<start>` leaf below `path` (default: guardian's
+/// own cgroup), or only `leaf`, whose guardian is dead is killed and removed. Returns the
+/// exit status: 0 when nothing failed (and, with `leaf`, the leaf is gone), 1 otherwise,
+/// 125 when sweep cannot run.
+pub fn sweep(path: Option<&OsStr>, leaf: Option<&OsStr>) -> i32 {
+    let h = match Hierarchy::find() {
+        Ok(h) => h,
+        Err(m) => {
+            crate::fatal!("sweep: {m}");
+            return 125;
+        }
+    };
+    let (parent, only) = match (leaf, path) {
+        (Some(l), _) => {
+            let l = PathBuf::from(l);
+            let name = l.file_name().and_then(|n| n.to_str()).map(String::from);
+            if name.as_deref().and_then(parse_leaf_name).is_none() {
+                crate::fatal!(
+                    "sweep: {} is not a guardian leaf (guardian-<pid>-<start>); pass the path the spawned event names",
+                    l.display()
+                );
+                return 125;
+            }
+            if !l.exists() {
+                println!("sweep {}: already removed", l.display());
+                return 0;
+            }
+            (l.parent().map(Path::to_path_buf).unwrap_or_default(), name)
+        }
+        (None, Some(p)) => (PathBuf::from(p), None),
+        (None, None) => (h.own_dir.clone(), None),
+    };
+    if let Err(u) = check_cgroup2_dir(&parent) {
+        crate::fatal!("sweep: {}", u.message);
+        return 125;
+    }
+    let rel_parent = h.relative(&parent);
+    let mut proc = match Proc::open() {
+        Ok(p) => p,
+        Err(e) => {
+            crate::fatal!("sweep: cannot open /proc: {e}; without it no guardian can be told alive or dead");
+            return 125;
+        }
+    };
+    let mut names: Vec<String> = match &only {
+        Some(n) => vec![n.clone()],
+        None => match fs::read_dir(&parent) {
+            Ok(rd) => rd.filter_map(|e| e.ok()).filter_map(|e| e.file_name().to_str().map(String::from)).collect(),
+            Err(e) => {
+                crate::fatal!("sweep: cannot list {}: {e}", parent.display());
+                return 125;
+            }
+        },
+    };
+    names.sort();
+    let (mut removed, mut live, mut failed) = (0, 0, 0);
+    let mut out = io::stdout().lock();
+    for name in names {
+        let Some((pid, start, _)) = parse_leaf_name(&name) else {
+            continue;
+        };
+        let dir = parent.join(&name);
+        let rel = rel_parent.as_deref().map(|r| format!("{}/{name}", r.trim_end_matches('/'))).unwrap_or_default();
+        match sweep_one(&mut proc, &dir, &rel, pid, start) {
+            Swept::Kept => {
+                live += 1;
+                let _ = writeln!(out, "kept {}: guardian {pid} is alive", dir.display());
+            }
+            Swept::Removed(how) => {
+                removed += 1;
+                let _ = writeln!(out, "removed {}: guardian {pid} is dead; {how}", dir.display());
+            }
+            Swept::Failed(why) => {
+                failed += 1;
+                let _ = writeln!(out, "failed {}: {why}", dir.display());
+            }
+        }
+    }
+    let _ =
+        writeln!(out, "sweep {}: {removed} removed, {live} kept (guardian alive), {failed} failed", parent.display());
+    let kept_named = only.is_some() && live > 0;
+    if failed > 0 || kept_named { 1 } else { 0 }
+}
+
+fn sweep_one(proc: &mut Proc, dir: &Path, rel: &str, pid: i32, start: u64) -> Swept {
+    if guardian_alive(proc, pid, start) {
+        return Swept::Kept;
+    }
+    let populated = fs::read_to_string(dir.join("cgroup.events")).ok().and_then(|t| events_populated(&t));
+    let mut how = String::from("empty");
+    if populated != Some(false) {
+        let mut emptied = false;
+        for _ in 0..EMPTY_WAIT.as_secs() {
+            how = match kill(dir, rel, Some(proc)) {
+                Ok(Killed::KillFile) => "killed its processes (cgroup.kill)".into(),
+                Ok(Killed::FreezeAndKill(_)) => "killed its processes (cgroup.freeze fallback)".into(),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Swept::Removed("already removed".into()),
+                Err(e) => return Swept::Failed(format!("writing cgroup.kill: {e}")),
+            };
+            match wait_empty(dir, Duration::from_secs(1)) {
+                Ok(true) => {
+                    emptied = true;
+                    break;
+                }
+                Ok(false) => {}
+                Err(e) => return Swept::Failed(format!("reading cgroup.events: {e}")),
+            }
+        }
+        if !emptied {
+            return Swept::Failed(format!("still populated {} s after the kill", EMPTY_WAIT.as_secs()));
+        }
+    }
+    match remove_tree(dir) {
+        Ok(()) => Swept::Removed(how),
+        Err(e) => Swept::Failed(format!("rmdir: {e}")),
+    }
+}
