@@ -103,7 +103,7 @@ fn provider_and_setsid_descendant_start_in_the_leaf() {
     g.signal(libc::SIGTERM);
     let f = g.finish();
     assert_eq!(f.code, Some(143), "stderr: {}", f.stderr);
-    assert!(tagged_sleeps(&n).is_empty(), "every tagged process is gone");
+    assert!(tagged_sleeps(n).is_empty(), "every tagged process is gone");
     assert!(!leaf.exists(), "the leaf was removed");
 }
 
@@ -130,7 +130,7 @@ fn teardown_goes_through_cgroup_kill_and_removes_the_leaf() {
     assert!(f.stderr.contains("cgroup.kill"), "the -vv log names cgroup.kill: {}", f.stderr);
     let released = g.wait_event_named("released");
     assert_eq!(released["cgroup"], leaf.to_string_lossy().as_ref());
-    assert!(tagged_sleeps(&n).is_empty(), "the SIGTERM-ignoring tree is gone: {:?}", tagged_sleeps(&n));
+    assert!(tagged_sleeps(n).is_empty(), "the SIGTERM-ignoring tree is gone: {:?}", tagged_sleeps(n));
     assert!(!leaf.exists(), "the leaf was removed");
     assert!(cg.path.exists(), "guardian leaves the delegated parent alone");
 }
@@ -149,14 +149,14 @@ fn sweep_removes_a_dead_guardians_leaf_and_keeps_a_live_ones() {
     let mut b = start(&cb, Some(&cg.path), &["--cgroup", "auto", "--", "sleep", &format!("1000.{nb}")]);
     let (leaf_a, leaf_b) = (leaf(&a), leaf(&b));
     wait_for("both providers' sleeps run", || {
-        (tagged_sleeps(&na).len() == 1 && tagged_sleeps(&nb).len() == 1).then_some(())
+        (tagged_sleeps(na).len() == 1 && tagged_sleeps(nb).len() == 1).then_some(())
     });
 
     // guardian A dies without any chance to clean up.
     let _ = a.child.kill();
     let _ = a.child.wait();
     assert!(leaf_a.exists() && populated(&leaf_a), "A's leaf outlives its guardian, with its tree");
-    assert_eq!(tagged_sleeps(&na).len(), 1, "A's orphaned sleep still runs");
+    assert_eq!(tagged_sleeps(na).len(), 1, "A's orphaned sleep still runs");
 
     let out = Command::new("setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
@@ -170,9 +170,9 @@ fn sweep_removes_a_dead_guardians_leaf_and_keeps_a_live_ones() {
     assert!(text.contains(&format!("removed {}", leaf_a.display())), "{text}");
     assert!(text.contains(&format!("kept {}", leaf_b.display())), "{text}");
     assert!(!leaf_a.exists(), "the dead guardian's leaf is gone");
-    wait_for("A's orphan is dead", || (tagged_sleeps(&na).is_empty()).then_some(()));
+    wait_for("A's orphan is dead", || tagged_sleeps(na).is_empty().then_some(()));
     assert!(leaf_b.exists(), "the live guardian's leaf is untouched");
-    assert_eq!(tagged_sleeps(&nb).len(), 1, "the live guardian's provider still runs");
+    assert_eq!(tagged_sleeps(nb).len(), 1, "the live guardian's provider still runs");
 
     b.signal(libc::SIGTERM);
     assert_eq!(b.finish().code, Some(143), "stderr: {}", b.stderr());
@@ -191,7 +191,7 @@ fn concurrent_guardians_do_not_kill_each_other() {
         &["--cgroup", "auto", "--", "sh", "-c", &format!("sleep 1000.{nb}1 & sleep 1000.{nb}2")],
     );
     let leaf_b = leaf(&b);
-    wait_for("B's tree runs", || (tagged_sleeps(&nb).len() == 2).then_some(()));
+    wait_for("B's tree runs", || (tagged_sleeps(nb).len() == 2).then_some(()));
     let mut a = start(
         &ca,
         Some(&cg.path),
@@ -202,13 +202,13 @@ fn concurrent_guardians_do_not_kill_each_other() {
     let f = a.finish();
     assert_eq!(f.code, Some(0), "stderr: {}", f.stderr);
     assert!(cgroup_kill(&f.events).is_some());
-    assert!(tagged_sleeps(&na).is_empty(), "A's tree is gone");
+    assert!(tagged_sleeps(na).is_empty(), "A's tree is gone");
     assert!(!leaf_a.exists());
-    assert_eq!(tagged_sleeps(&nb).len(), 2, "B's tree is untouched by A's cgroup.kill");
+    assert_eq!(tagged_sleeps(nb).len(), 2, "B's tree is untouched by A's cgroup.kill");
     assert!(leaf_b.exists() && populated(&leaf_b));
     b.signal(libc::SIGTERM);
     assert_eq!(b.finish().code, Some(143), "stderr: {}", b.stderr());
-    assert!(tagged_sleeps(&nb).is_empty() && !leaf_b.exists());
+    assert!(tagged_sleeps(nb).is_empty() && !leaf_b.exists());
 }
 
 #[test]
@@ -224,12 +224,12 @@ fn a_fork_storm_is_stopped() {
     );
     let mut g = start(&ctx, Some(&cg.path), &["-vv", "--cgroup", "auto", "--grace", "300ms", "--", "sh", "-c", &storm]);
     let leaf = leaf(&g);
-    wait_for("the storm is under way", || (tagged_sleeps(&n).len() >= 50).then_some(()));
+    wait_for("the storm is under way", || (tagged_sleeps(n).len() >= 50).then_some(()));
     g.signal(libc::SIGTERM);
     let f = g.finish();
     assert_eq!(f.code, Some(137), "the provider ignored SIGTERM; stderr: {}", f.stderr);
     assert!(cgroup_kill(&f.events).is_some());
-    assert!(tagged_sleeps(&n).is_empty(), "every sleeper of the storm is gone");
+    assert!(tagged_sleeps(n).is_empty(), "every sleeper of the storm is gone");
     assert!(!leaf.exists(), "the leaf was removed");
 }
 
@@ -268,7 +268,7 @@ fn auto_falls_back_to_the_subreaper_where_not_delegated() {
             assert_eq!(spawned["mode"], "cgroup");
         }
     }
-    assert!(tagged_sleeps(&n).is_empty(), "the subreaper path still stops the tree");
+    assert!(tagged_sleeps(n).is_empty(), "the subreaper path still stops the tree");
 }
 
 #[test]
