@@ -2,7 +2,7 @@
 //! pidfd only after re-checking the tag (a recycled pid is never hit).
 
 use std::fs;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
 /// Reads `/proc/PID/cmdline` (NULs kept); `None` when the process is gone or a zombie.
@@ -102,15 +102,12 @@ pub fn describe(pids: &[i32]) -> Vec<String> {
         .collect()
 }
 
-pub fn pidfd_open(pid: i32) -> std::io::Result<OwnedFd> {
-    let pid = rustix::process::Pid::from_raw(pid).ok_or(std::io::ErrorKind::InvalidInput)?;
-    Ok(rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty())?)
-}
-
 /// Sends `sig` to `pid` through a pidfd, only if its argv still holds `nonce` once the pidfd
 /// is open (so a recycled pid is never hit).
 pub fn signal_tagged(pid: i32, nonce: &str, sig: i32) -> bool {
-    let Ok(fd) = pidfd_open(pid) else {
+    let Some(fd) = rustix::process::Pid::from_raw(pid)
+        .and_then(|p| rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty()).ok())
+    else {
         return false;
     };
     carries(pid, nonce)

@@ -211,42 +211,27 @@ impl Builder<'_> {
         let rlimits = self.rlimits;
         let seccomp = (!self.deny.is_empty()).then(|| seccomp_program(&self.deny));
         let (close_out, close_err) = (self.close_stdout, self.close_stderr);
-        // SAFETY: only async-signal-safe calls (fcntl, dup2, close, close_range, setgroups,
+        // SAFETY: only async-signal-safe calls (fcntl, close_range, dup2, close, setgroups,
         // setgid, setuid, setrlimit, prctl) on values prepared before the fork.
         unsafe {
             cmd.pre_exec(move || {
-                // Move every source out of the way first so no target overwrites a source.
+                // Move every source above the targets first (so no target overwrites a source),
+                // mark every fd close-on-exec (guardian gets exactly 0, 1, 2 and the fds the test
+                // passes: nothing the test process inherited; std's exec-error pipe keeps
+                // working), then dup2, which clears close-on-exec on each target.
                 let mut staged = [(-1, -1); 8];
                 for (i, &(src, target)) in moves.iter().enumerate() {
-                    let tmp = libc::fcntl(src, libc::F_DUPFD, 100);
-                    if tmp < 0 {
+                    staged[i] = (libc::fcntl(src, libc::F_DUPFD_CLOEXEC, 100), target);
+                    if staged[i].0 < 0 {
                         return Err(io::Error::last_os_error());
                     }
-                    staged[i] = (tmp, target);
                 }
-                for &(tmp, target) in staged.iter().take(moves.len()) {
+                libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, CLOSE_RANGE_CLOEXEC);
+                for &(tmp, target) in &staged[..moves.len()] {
                     if libc::dup2(tmp, target) < 0 {
                         return Err(io::Error::last_os_error());
                     }
-                    libc::close(tmp);
                 }
-                // guardian gets exactly 0, 1, 2 and the fds the test passes: nothing the test
-                // process itself inherited. Marked close-on-exec rather than closed, so std's
-                // own exec-error pipe keeps working.
-                let mut keep = [0 as RawFd; 8];
-                for (i, &(_, t)) in moves.iter().enumerate() {
-                    keep[i] = t;
-                }
-                let keep = &mut keep[..moves.len()];
-                keep.sort_unstable();
-                let mut lo: RawFd = 3;
-                for &t in keep.iter() {
-                    if t > lo {
-                        libc::syscall(libc::SYS_close_range, lo as u32, (t - 1) as u32, CLOSE_RANGE_CLOEXEC);
-                    }
-                    lo = lo.max(t + 1);
-                }
-                libc::syscall(libc::SYS_close_range, lo as u32, u32::MAX, CLOSE_RANGE_CLOEXEC);
                 if close_out {
                     libc::close(1);
                 }
@@ -294,7 +279,7 @@ impl Builder<'_> {
 
 /// Fills the pipe whose read end is `read` through a separate, non-blocking description of its
 /// write side, so the write end guardian inherits keeps its blocking mode.
-fn fill_pipe(read: &OwnedFd) -> usize {
+fn fill_pipe(read: &OwnedFd) {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
     let mut w = std::fs::OpenOptions::new()
@@ -303,11 +288,10 @@ fn fill_pipe(read: &OwnedFd) -> usize {
         .open(format!("/proc/self/fd/{}", read.as_raw_fd()))
         .expect("open the pipe's write side");
     let chunk = [b'#'; 4096];
-    let mut total = 0;
     loop {
         match w.write(&chunk) {
-            Ok(n) => total += n,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return total,
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
             Err(e) => panic!("filling the pipe: {e}"),
         }
     }
