@@ -23,7 +23,6 @@ mod spawn;
 mod supervise;
 mod sys;
 mod teardown;
-#[cfg(feature = "test-hooks")]
 mod test_hooks;
 
 use std::os::fd::{AsFd, OwnedFd};

@@ -100,7 +100,7 @@ pub struct Tree {
 
 impl Tree {
     pub fn new(discovery: Discovery, mut proc: Option<Proc>, leaf: Option<Leaf>) -> Tree {
-        let walk = proc.as_mut().is_some_and(|p| p.has_children_files()) && !forced_full_scan();
+        let walk = proc.as_mut().is_some_and(|p| p.has_children_files()) && !crate::test_hooks::forced_full_scan();
         if proc.is_some() {
             crate::debug!(
                 "descendants are found by {}",
@@ -294,7 +294,6 @@ impl Tree {
         let Some((desc, seen)) = self.discover(r, &mut sent, events) else {
             return 0;
         };
-        #[cfg(feature = "test-hooks")]
         crate::test_hooks::pause_after_scan(&desc, events);
         let members: HashSet<i32> = desc.iter().map(|s| s.pid).chain([self.self_pid]).collect();
         for d in &desc {
@@ -495,13 +494,4 @@ impl Tree {
         // A direct child that guardian has not reaped cannot have had its pid reused.
         (seen.ppid == self.self_pid).then(|| PidRef::child(seen.pid, None))
     }
-}
-
-/// The integration tests exercise the full `/proc` listing on kernels that also have the
-/// `children` files (only with the `test-hooks` feature).
-fn forced_full_scan() -> bool {
-    #[cfg(feature = "test-hooks")]
-    return std::env::var_os("GUARDIAN_TEST_FULL_SCAN").is_some();
-    #[cfg(not(feature = "test-hooks"))]
-    false
 }

@@ -1,28 +1,60 @@
-//! test_hooks: only with the `test-hooks` cargo feature (off by default, never in a release).
-//! A pause between a `/proc` scan and the signals that follow it, so the integration tests can
-//! make a scanned pid be reused inside that window deterministically.
+//! test_hooks: the integration tests' hooks into teardown, called from product code without
+//! any `cfg`. With the `test-hooks` cargo feature (never in a release) they obey `GUARDIAN_TEST_*`
+//! environment variables; without it each one is an empty stub the optimiser removes, so the
+//! shipped binary reads no such variable. `make test` runs the suite against the shipped
+//! configuration first, then only the tests that need these hooks against a `test-hooks` build.
 
-use std::path::Path;
-use std::time::Duration;
+#[cfg(feature = "test-hooks")]
+pub use hooks::*;
+#[cfg(not(feature = "test-hooks"))]
+pub use stubs::*;
 
-use serde_json::json;
+#[cfg(feature = "test-hooks")]
+mod hooks {
+    use std::path::Path;
+    use std::time::Duration;
 
-use crate::events::Events;
-use crate::proctree::Stat;
+    use serde_json::json;
 
-/// When `GUARDIAN_TEST_PAUSE_FILE` names an existing file: emits `test-pause` with the pids
-/// just scanned, then waits until the file is removed.
-pub fn pause_after_scan(scanned: &[Stat], events: &mut Events) {
-    let Some(path) = std::env::var_os("GUARDIAN_TEST_PAUSE_FILE") else {
-        return;
-    };
-    let path = Path::new(&path);
-    if !path.exists() {
-        return;
+    use crate::events::Events;
+    use crate::proctree::Stat;
+
+    /// When `GUARDIAN_TEST_PAUSE_FILE` names an existing file: emits `test-pause` with the pids
+    /// just scanned, then waits until the file is removed (so a test can make a scanned pid be
+    /// reused inside that window deterministically).
+    pub fn pause_after_scan(scanned: &[Stat], events: &mut Events) {
+        let Some(path) = std::env::var_os("GUARDIAN_TEST_PAUSE_FILE") else {
+            return;
+        };
+        let path = Path::new(&path);
+        if !path.exists() {
+            return;
+        }
+        let pids: Vec<i32> = scanned.iter().map(|s| s.pid).collect();
+        events.emit("test-pause", json!({ "pids": pids }));
+        while path.exists() {
+            std::thread::sleep(Duration::from_millis(10));
+        }
     }
-    let pids: Vec<i32> = scanned.iter().map(|s| s.pid).collect();
-    events.emit("test-pause", json!({ "pids": pids }));
-    while path.exists() {
-        std::thread::sleep(Duration::from_millis(10));
+
+    /// `GUARDIAN_TEST_FULL_SCAN` set: discover descendants by listing all of `/proc` even where
+    /// the kernel has the `children` files, so the tests exercise that path on any kernel.
+    pub fn forced_full_scan() -> bool {
+        std::env::var_os("GUARDIAN_TEST_FULL_SCAN").is_some()
+    }
+}
+
+/// The shipped configuration: every hook does nothing.
+#[cfg(not(feature = "test-hooks"))]
+mod stubs {
+    use crate::events::Events;
+    use crate::proctree::Stat;
+
+    #[inline(always)]
+    pub fn pause_after_scan(_scanned: &[Stat], _events: &mut Events) {}
+
+    #[inline(always)]
+    pub fn forced_full_scan() -> bool {
+        false
     }
 }

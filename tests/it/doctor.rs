@@ -6,28 +6,21 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use serde_json::Value;
+use crate::harness::*;
 
 const BIN: &str = env!("CARGO_BIN_EXE_guardian");
 
 fn nonce() -> String {
-    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
-    format!("doctor-test-{}-{t}", std::process::id())
+    format!("doctor-test-{}", random_digits(12))
 }
 
 /// Processes whose environment holds `GUARDIAN_TEST_NONCE=<nonce>`.
 fn tagged(nonce: &str) -> Vec<i32> {
     let needle = format!("GUARDIAN_TEST_NONCE={nonce}");
-    let mut found = Vec::new();
-    for entry in fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else { continue };
-        if let Ok(env) = fs::read(entry.path().join("environ"))
-            && env.split(|b| *b == 0).any(|kv| kv == needle.as_bytes())
-        {
-            found.push(pid);
-        }
-    }
-    found
+    pids_where(|pid| {
+        fs::read(format!("/proc/{pid}/environ"))
+            .is_ok_and(|env| env.split(|b| *b == 0).any(|kv| kv == needle.as_bytes()))
+    })
 }
 
 /// Runs `guardian doctor ARGS`, asserts nothing tagged survives it, returns its output.
@@ -59,20 +52,9 @@ fn assert_status_matches(out: &Output, report: &Value) {
     }
 }
 
-fn is_root() -> bool {
-    fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("Uid:")).map(|l| l.split_whitespace().nth(2) == Some("0")))
-        .unwrap_or(false)
-}
-
 /// The first cgroup2 mount point in our own mountinfo.
-fn cgroup2_mount() -> Option<String> {
-    let text = fs::read_to_string("/proc/self/mountinfo").ok()?;
-    text.lines().find_map(|l| {
-        let (left, right) = l.split_once(" - ")?;
-        (right.split(' ').next() == Some("cgroup2")).then(|| left.split(' ').nth(4).map(String::from)).flatten()
-    })
+fn first_cgroup2_mount() -> Option<String> {
+    mountinfo().into_iter().find(|m| m.fstype == "cgroup2").map(|m| m.point.display().to_string())
 }
 
 #[test]
@@ -93,7 +75,7 @@ fn json_report_matches_this_machine() {
     assert_eq!(r["cgroup_request"], Value::Null);
 
     // cgroup facts agree with what this test process sees (doctor runs in our cgroup).
-    assert_eq!(r["cgroup"]["mount"].as_str().map(String::from), cgroup2_mount());
+    assert_eq!(r["cgroup"]["mount"].as_str().map(String::from), first_cgroup2_mount());
     let own = fs::read_to_string("/proc/self/cgroup").expect("read /proc/self/cgroup");
     let own = own.lines().find_map(|l| l.strip_prefix("0::")).map(String::from);
     assert_eq!(r["cgroup"]["own"].as_str().map(String::from), own);
@@ -141,8 +123,7 @@ fn cgroup_auto_probes_a_leaf_and_removes_it() {
     if !usable {
         assert_eq!(r["mode"].as_str(), Some("subreaper"));
         assert!(r["degraded"].as_array().is_some_and(|d| d.iter().any(|p| p["what"] == "cgroup")));
-        eprintln!("skipping the leaf checks: no delegated cgroup here ({})", r["checks"]["cgroup_delegated"]);
-        return;
+        skip!("the leaf checks: no delegated cgroup here ({})", r["checks"]["cgroup_delegated"]);
     }
     assert_eq!(r["mode"].as_str(), Some("cgroup"));
     // The probe started a child directly in a temporary leaf and checked where it landed.
@@ -157,10 +138,8 @@ fn cgroup_auto_probes_a_leaf_and_removes_it() {
 
 #[test]
 fn foreign_proc_is_a_problem_and_own_proc_is_not() {
-    if !is_root() || !Path::new("/usr/bin/unshare").exists() {
-        eprintln!("skipping: needs root and unshare(1) for a PID namespace");
-        return;
-    }
+    need_root!("make a PID namespace");
+    need_program!("unshare", "util-linux");
     // sh is PID 1 of the new namespace, doctor is PID 2 and sees the host's /proc.
     let out = run_tagged(Command::new("unshare").args([
         "--pid",

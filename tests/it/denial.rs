@@ -6,32 +6,24 @@
 //! noticed) and say which path it took (`fallback` event, `-v` log); or, for signalfd, fail
 //! at start with exit 125 and a one-line reason. guardian runs as uid 65534.
 
-mod hardening_support;
+use crate::harness::*;
 
-use hardening_support::*;
-
-fn args(extra: &[&str], tail: &str) -> Vec<String> {
-    let mut v: Vec<String> = ["-vv", "--events-fd", "3", "--grace", "300ms"].iter().map(|s| s.to_string()).collect();
-    v.extend(extra.iter().map(|s| s.to_string()));
-    v.extend(["--".to_string(), "sh".to_string(), "-c".to_string(), tail.to_string()]);
-    v
-}
-
-fn with_denials(mut cmd: Cmd, deny: &[Deny]) -> Cmd {
+/// guardian with `-vv --grace 300ms`, running `sh -c SCRIPT`, with each of `deny` in force.
+fn denied<'a>(ctx: &'a Ctx, deny: &[Deny], script: &str) -> Builder<'a> {
+    let mut b = ctx.guardian().args(["-vv", "--grace", "300ms"]).script(script);
     for &(nr, errno) in deny {
-        cmd = cmd.deny(nr, errno);
+        b = b.deny(nr, errno);
     }
-    cmd
+    b
 }
 
 /// A fast-exiting provider whose setsid, environment-clearing child outlives it.
 fn fast_exit(deny: &[Deny]) -> Finished {
-    let tag = Tag::new();
-    let script = format!("setsid env -i {s} & sh -c '{s}; :' & exit 3", s = tag.sleep());
-    let mut g = with_denials(guardian(&args(&[], &script)), deny).nobody().spawn();
-    let f = g.finish();
+    let ctx = Ctx::new("denial-fast-exit");
+    let script = format!("setsid env -i {s} & sh -c '{s}; :' & exit 3", s = ctx.sleep());
+    let f = denied(&ctx, deny, &script).spawn().finish();
     f.assert_released(3);
-    tag.assert_gone();
+    ctx.assert_nothing_left();
     f
 }
 
@@ -39,44 +31,44 @@ fn fast_exit(deny: &[Deny]) -> Finished {
 /// SIGKILL), a nested grandchild, and the provider itself, stopped by a SIGTERM forwarded
 /// from guardian.
 fn forwarded_stop(deny: &[Deny]) -> Finished {
-    let tag = Tag::new();
-    let s = tag.sleep();
+    let ctx = Ctx::new("denial-stop");
+    let s = ctx.sleep();
     let script = format!("setsid env -i {s} & (trap '' TERM; {s}) & sh -c '{s}; :' & exec {s}");
-    let mut g = with_denials(guardian(&args(&[], &script)), deny).nobody().spawn();
-    let spawned = g.wait_event("spawned");
+    let mut g = denied(&ctx, deny, &script).spawn();
+    let spawned = g.wait_event_named("spawned");
     if !deny.is_empty() {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", g.pid)).unwrap_or_default();
+        let status = std::fs::read_to_string(format!("/proc/{}/status", g.pid())).unwrap_or_default();
         assert!(status.contains("Seccomp:\t2"), "the filter is not in force: {status}");
     }
-    tag.wait_sleeps(4);
-    assert!(tag.sleeps().iter().any(|p| p.pid as i64 == spawned["pid"].as_i64().unwrap_or(0)));
+    ctx.wait_sleeps(4);
+    assert!(ctx.sleeps().iter().any(|p| p.pid as i64 == spawned["pid"].as_i64().unwrap_or(0)));
     g.signal(libc::SIGTERM);
     let f = g.finish();
     f.assert_released(143);
     assert!(f.one("released")["killed"].as_u64().unwrap_or(0) >= 1, "the TERM-ignoring child needed SIGKILL: {f:#?}");
-    tag.assert_gone();
+    ctx.assert_nothing_left();
     f
 }
 
 /// guardian's parent dies by SIGKILL: the tree is torn down anyway.
 fn parent_death(deny: &[Deny]) {
-    let tag = Tag::new();
-    let s = tag.sleep();
-    let inner = format!("setsid env -i {s} & exec {s}");
-    // The outer shell is guardian's parent; it carries the tag too, so the drop guard
-    // would find it.
-    let outer = format!("\"$G\" -vv --events-fd 3 --grace 300ms -- sh -c '{inner}' & wait; : {}", tag.id);
-    let cmd = Cmd::new("sh").arg("-c").arg(outer).env("G", guardian_path());
-    let mut parent = with_denials(cmd, deny).nobody().spawn();
-    parent.wait_event("spawned");
-    tag.wait_sleeps(2);
-    parent.kill();
-    parent.wait_event_where("stopping", |e| e["reason"] == "parent-died");
-    parent.wait_event("released");
+    let ctx = Ctx::new("denial-parent");
+    let s = ctx.sleep();
+    // The outer shell is guardian's parent; it carries the tag too (in guardian's argv), so
+    // the drop guard would find it.
+    let mut parent = denied(&ctx, deny, &format!("setsid env -i {s} & exec {s}"))
+        .wrapper(["sh", "-c", r#""$@" & wait"#, "sh"])
+        .spawn();
+    parent.wait_event_named("spawned");
+    ctx.wait_sleeps(2);
+    let _ = parent.child.kill();
+    parent.wait();
+    parent.wait_event("stopping (parent-died)", |e| e["event"] == "stopping" && e["reason"] == "parent-died");
+    parent.wait_event_named("released");
     // `released` is written after ECHILD: nothing of the tree may remain.
-    let left = tag.sleeps();
+    let left = ctx.sleeps();
     assert!(left.is_empty(), "left behind: {left:?}");
-    tag.wait_gone();
+    ctx.wait_tree_gone();
 }
 
 fn check_interface(nr: libc::c_long, errno: i32, what: &str) {
@@ -159,10 +151,8 @@ fn no_pidfds_and_no_clone3() {
 #[test]
 fn signalfd_refused_fails_at_start() {
     for errno in [libc::ENOSYS, libc::EPERM] {
-        let tag = Tag::new();
-        let argv = ["--events-fd".to_string(), "3".into(), "--".into(), "sh".into(), "-c".into(), tag.sleep()];
-        let mut g = guardian(&argv).deny(libc::SYS_signalfd4, errno).nobody().spawn();
-        let f = g.finish();
+        let ctx = Ctx::new("denial-signalfd");
+        let f = ctx.guardian().deny(libc::SYS_signalfd4, errno).command(["sh", "-c", &ctx.sleep()]).spawn().finish();
         assert_eq!(f.code, Some(125), "{f:#?}");
         let lines: Vec<&str> = f.stderr.lines().collect();
         assert_eq!(lines.len(), 1, "one line: {f:#?}");
@@ -170,6 +160,6 @@ fn signalfd_refused_fails_at_start() {
         let err = f.one("error");
         assert_eq!(err["status"], 125);
         assert!(f.named("spawned").is_empty());
-        tag.assert_gone();
+        ctx.assert_nothing_left();
     }
 }

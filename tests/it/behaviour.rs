@@ -2,13 +2,11 @@
 //! grace handling, hard trees (stopped, fork storms, PID hoppers), reaping, fd hygiene,
 //! `--wait-descendants` and `--forward-to group`. guardian runs unprivileged throughout.
 
-mod common;
-
 use std::fs::File;
 use std::io::Read;
 use std::process::Stdio;
 
-use common::*;
+use crate::harness::*;
 
 /// Waits until `file` (written line by line by a trap) contains `line`.
 fn wait_line(ctx: &Ctx, file: &str, line: &str) {
@@ -304,24 +302,26 @@ fn fork_storm_converges() {
 /// The same storm, found by listing all of /proc (kernels without the `children` files).
 #[test]
 fn fork_storm_converges_listing_all_of_proc() {
+    need_hooks!();
     fork_storm(Discovery::Listing);
 }
 
 /// How the guardian under test finds descendants: the `children` files (where the kernel has
-/// them), or a listing of all of /proc (forced through the test-hooks feature).
+/// them), or a listing of all of /proc (forced through the test-hooks feature, so the tests
+/// that use it start with `need_hooks!()`).
 #[derive(Clone, Copy, PartialEq)]
 enum Discovery {
     Walk,
     Listing,
 }
 
-fn with_discovery(b: common::Builder<'_>, d: Discovery) -> common::Builder<'_> {
+fn with_discovery(b: Builder<'_>, d: Discovery) -> Builder<'_> {
     let b = b.arg("-vv");
     if d == Discovery::Listing { b.env("GUARDIAN_TEST_FULL_SCAN", "1") } else { b }
 }
 
 fn assert_discovery(stderr: &str, d: Discovery) {
-    if d == Discovery::Listing && cfg!(feature = "test-hooks") {
+    if d == Discovery::Listing {
         assert!(stderr.contains("found by listing all of /proc"), "stderr: {stderr}");
     }
 }
@@ -365,6 +365,7 @@ fn pid_hopper_converges() {
 /// The same hopper, found by listing all of /proc.
 #[test]
 fn pid_hopper_converges_listing_all_of_proc() {
+    need_hooks!();
     pid_hopper(Discovery::Listing);
 }
 

@@ -1,36 +1,30 @@
-//! Tests that need a private PID namespace (root only; skipped with a printed reason
-//! otherwise): PID-1 mode, and the deterministic PID-reuse test, which steers PID allocation
-//! with `ns_last_pid` while guardian is paused between its /proc scan and its signalling
-//! (the `test-hooks` feature's `GUARDIAN_TEST_PAUSE_FILE`).
-
-mod common;
+//! Tests that need a private PID namespace (root only: skipped visibly otherwise, and a
+//! failure as root when the namespace cannot be made): PID-1 mode, and the deterministic
+//! PID-reuse test, which steers PID allocation with `ns_last_pid` while guardian is paused
+//! between its /proc scan and its signalling (the `test-hooks` feature's
+//! `GUARDIAN_TEST_PAUSE_FILE`: run in `make test`'s second pass).
 
 use std::process::{Command, Stdio};
 
-use common::*;
+use crate::harness::*;
 
-/// Why PID-namespace tests cannot run here, if they cannot.
-fn pidns_unavailable() -> Option<String> {
-    if !is_root() {
-        return Some("not root: cannot create a PID namespace and steer ns_last_pid".into());
-    }
-    match Command::new("unshare").args(["--pid", "--fork", "--mount-proc", "true"]).stderr(Stdio::null()).status() {
-        Ok(s) if s.success() => None,
-        Ok(s) => Some(format!("`unshare --pid --fork --mount-proc true` failed ({s})")),
-        Err(e) => Some(format!("cannot run unshare: {e}")),
-    }
-}
-
-macro_rules! skip_unless_pidns {
-    ($name:expr) => {
-        if let Some(reason) = pidns_unavailable() {
-            eprintln!("SKIPPED {}: {reason}", $name);
-            return;
+/// Skips without root or without PID namespaces in the kernel; as root, asserts that
+/// `unshare` can make one.
+macro_rules! need_pidns {
+    () => {
+        need_root!("create a PID namespace and steer ns_last_pid");
+        if !std::path::Path::new("/proc/self/ns/pid").exists() {
+            skip!("the kernel has no PID namespaces (/proc/self/ns/pid)");
         }
+        need_program!("unshare", "util-linux");
+        let st =
+            Command::new("unshare").args(["--pid", "--fork", "--mount-proc", "true"]).stderr(Stdio::null()).status();
+        assert!(
+            st.as_ref().is_ok_and(|s| s.success()),
+            "`unshare --pid --fork --mount-proc true` failed as root ({st:?}): run the suite with CAP_SYS_ADMIN"
+        );
     };
 }
-
-const SETPRIV_NOBODY: [&str; 4] = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"];
 
 /// guardian as PID 1 of a fresh namespace (`unshare --pid --fork [--mount-proc]`), as nobody:
 /// it reaps, stops the whole namespace with the stop signal (a trap records it), SIGKILLs
@@ -79,13 +73,13 @@ exit 5"#
 
 #[test]
 fn pid1_mode_with_mount_proc_tears_down() {
-    skip_unless_pidns!("pid1_mode_with_mount_proc_tears_down");
+    need_pidns!();
     pid1_mode(true);
 }
 
 #[test]
 fn pid1_mode_without_mount_proc_tears_down() {
-    skip_unless_pidns!("pid1_mode_without_mount_proc_tears_down");
+    need_pidns!();
     pid1_mode(false);
 }
 
@@ -110,13 +104,8 @@ fn host_pid_of(nonce: &str, ns_pid: i32) -> Option<i32> {
 /// with D's stale entry: it must not signal U, then or later.
 #[test]
 fn reused_pid_is_never_signalled() {
-    if !cfg!(feature = "test-hooks") {
-        eprintln!(
-            "SKIPPED reused_pid_is_never_signalled: needs the pause hook; run `cargo test --features test-hooks`"
-        );
-        return;
-    }
-    skip_unless_pidns!("reused_pid_is_never_signalled");
+    need_hooks!();
+    need_pidns!();
     let ctx = Ctx::new("pid-reuse");
     ctx.fifo("go");
     ctx.fifo("end");

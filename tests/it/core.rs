@@ -1,9 +1,7 @@
 //! The seed's acceptance criteria (issue 2), one named test each, with guardian running
 //! unprivileged (uid/gid 65534 when the suite runs as root).
 
-mod common;
-
-use common::*;
+use crate::harness::*;
 
 /// Clean up a normal provider tree after cooperative exit: children, a subshell tree, a
 /// double-forked orphan and a nested shell all get the stop signal, nothing needs SIGKILL,

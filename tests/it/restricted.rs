@@ -9,50 +9,33 @@
 //! and after SIGKILL plus a bounded wait without progress, guardian exits 125 with `error`
 //! instead of `released`. It never claims the tree is gone and never hangs.
 
-mod hardening_support;
+use crate::harness::*;
 
-use hardening_support::*;
-
-/// `unshare -m` + a fresh procfs (with `hidepid`, if given) + setpriv to 65534 with ambient
-/// CAP_SETUID/CAP_SETGID, then guardian with `args`.
-fn restricted(hidepid: Option<&str>, args: &[String]) -> Cmd {
+/// guardian with `-vv --grace 300ms`, run by `unshare -m` + a fresh procfs (with `hidepid`, if
+/// given) + setpriv to 65534 with ambient CAP_SETUID/CAP_SETGID.
+fn restricted<'a>(ctx: &'a Ctx, hidepid: Option<&str>, provider: &str) -> Builder<'a> {
     let mount = match hidepid {
         Some(opt) => format!("mount -t proc -o hidepid={opt} proc /proc && "),
         None => String::new(),
     };
     let script = format!(
         "{mount}exec setpriv --reuid={NOBODY} --regid={NOBODY} --clear-groups --inh-caps=+setuid,+setgid \
-         --ambient-caps=+setuid,+setgid -- \"$G\" \"$@\""
+         --ambient-caps=+setuid,+setgid -- \"$@\""
     );
-    let mut cmd = Cmd::new("unshare")
-        .arg("--mount")
-        .arg("--propagation")
-        .arg("private")
-        .arg("--")
-        .arg("sh")
-        .arg("-c")
-        .arg(script);
-    cmd = cmd.arg("sh");
-    for a in args {
-        cmd = cmd.arg(a);
-    }
-    cmd.env("G", guardian_path())
-}
-
-fn provider_args(provider: &str) -> Vec<String> {
-    let mut v: Vec<String> =
-        ["-vv", "--events-fd", "3", "--grace", "300ms", "--", "sh", "-c"].map(String::from).to_vec();
-    v.push(provider.to_string());
-    v
+    ctx.guardian()
+        .privileged()
+        .wrapper(["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", &script, "sh"])
+        .args(["-vv", "--grace", "300ms"])
+        .command(["sh", "-c", provider])
 }
 
 /// A child that moved to another uid, an ordinary setsid escapee and a TERM-ignoring child
 /// (so SIGKILL is always sent); the provider is a sleep stopped by a forwarded SIGTERM.
-fn script(tag: &Tag, other_uid: u32) -> String {
+fn script(ctx: &Ctx, other_uid: u32) -> String {
     format!(
         "setpriv --reuid={other_uid} --regid={other_uid} --clear-groups {s} & setsid env -i {s} & \
          (trap '' TERM; {s}) & exec {s}",
-        s = tag.sleep()
+        s = ctx.sleep()
     )
 }
 
@@ -63,15 +46,12 @@ fn other_uid() -> u32 {
 /// Visible but unkillable: named in `unkillable`, exit 125, no `released`.
 #[test]
 fn unkillable_descendant_is_named_and_bounded() {
-    if !is_root() {
-        eprintln!("skipped: needs root to mount /proc");
-        return;
-    }
-    let tag = Tag::new();
+    need_root!("mount /proc");
+    let ctx = Ctx::new("restricted");
     let uid = other_uid();
-    let mut g = restricted(None, &provider_args(&script(&tag, uid))).spawn();
-    g.wait_event("spawned");
-    let sleeps = tag.wait_sleeps(4);
+    let mut g = restricted(&ctx, None, &script(&ctx, uid)).spawn();
+    g.wait_event_named("spawned");
+    let sleeps = ctx.wait_sleeps(4);
     let foreign = sleeps.iter().find(|p| p.uid == uid).expect("the sleep of the other uid").pid;
     g.signal(libc::SIGTERM);
     let f = g.finish();
@@ -83,7 +63,7 @@ fn unkillable_descendant_is_named_and_bounded() {
     assert_eq!(named, vec![foreign as i64], "{f:#?}");
     assert_eq!(f.events.last().map(|e| e["event"].clone()), Some("error".into()), "error is the last line");
     // Everything guardian could signal is gone; only the foreign sleep remains.
-    let left: Vec<i32> = tag.sleeps().iter().map(|p| p.pid).collect();
+    let left: Vec<i32> = ctx.sleeps().iter().map(|p| p.pid).collect();
     assert_eq!(left, vec![foreign], "{f:#?}");
 }
 
@@ -91,15 +71,12 @@ fn unkillable_descendant_is_named_and_bounded() {
 /// so it still refuses to release: exit 125, `error` says others may be hidden.
 #[test]
 fn hidden_descendant_is_never_declared_gone() {
-    if !is_root() {
-        eprintln!("skipped: needs root to mount /proc");
-        return;
-    }
-    let tag = Tag::new();
+    need_root!("mount /proc");
+    let ctx = Ctx::new("restricted");
     let uid = other_uid() + 1;
-    let mut g = restricted(Some("2"), &provider_args(&script(&tag, uid))).spawn();
-    g.wait_event("spawned");
-    let sleeps = tag.wait_sleeps(4);
+    let mut g = restricted(&ctx, Some("2"), &script(&ctx, uid)).spawn();
+    g.wait_event_named("spawned");
+    let sleeps = ctx.wait_sleeps(4);
     let foreign = sleeps.iter().find(|p| p.uid == uid).expect("the sleep of the other uid").pid;
     g.signal(libc::SIGTERM);
     let f = g.finish();
@@ -108,7 +85,7 @@ fn hidden_descendant_is_never_declared_gone() {
     let err = f.one("error");
     assert_eq!(err["unkillable"], serde_json::json!([]), "hidden, so not even seen: {f:#?}");
     assert!(err["message"].as_str().unwrap_or("").contains("hidden"), "{f:#?}");
-    let left: Vec<i32> = tag.sleeps().iter().map(|p| p.pid).collect();
+    let left: Vec<i32> = ctx.sleeps().iter().map(|p| p.pid).collect();
     assert_eq!(left, vec![foreign], "{f:#?}");
 }
 
@@ -116,28 +93,24 @@ fn hidden_descendant_is_never_declared_gone() {
 /// guardian's child) and releases normally, only then, with the provider's status.
 #[test]
 fn hidden_descendant_release_waits_for_echild() {
-    if !is_root() {
-        eprintln!("skipped: needs root to mount /proc");
-        return;
-    }
-    let tag = Tag::new();
+    need_root!("mount /proc");
+    let ctx = Ctx::new("restricted");
     let uid = other_uid() + 2;
-    let mut g = restricted(Some("invisible"), &provider_args(&script(&tag, uid))).spawn();
-    let spawned = g.wait_event("spawned");
-    let sleeps = tag.wait_sleeps(4);
+    let mut g = restricted(&ctx, Some("invisible"), &script(&ctx, uid)).spawn();
+    let spawned = g.wait_event_named("spawned");
+    let sleeps = ctx.wait_sleeps(4);
     let foreign = sleeps.iter().find(|p| p.uid == uid).expect("the sleep of the other uid").pid;
     g.signal(libc::SIGTERM);
     // SIGKILL went to everything guardian could see; the foreign sleep is still there and
     // guardian has not released.
-    g.wait_event_where("signal", |e| e["signal"] == "SIGKILL");
+    g.wait_event("a SIGKILL", |e| e["event"] == "signal" && e["signal"] == "SIGKILL");
     assert!(proc_info(foreign).is_some_and(|p| p.state != 'Z'), "the hidden child is alive");
-    assert!(g.events.iter().all(|e| e["event"] != "released"), "released before ECHILD: {:?}", g.events);
+    assert!(g.events().iter().all(|e| e["event"] != "released"), "released before ECHILD: {:?}", g.events());
     // Its end (here: the root test kills it) is what lets guardian release.
-    // SAFETY: plain syscall; the pid was just seen as the tagged sleep of uid `uid`.
-    unsafe { libc::kill(foreign, libc::SIGKILL) };
+    assert!(signal_tagged(foreign, &ctx.nonce, libc::SIGKILL));
     let f = g.finish();
     f.assert_released(143);
     assert!(f.one("released")["reaped"].as_u64().unwrap_or(0) >= 1, "{f:#?}");
     assert_eq!(f.one("exit")["pid"], spawned["pid"]);
-    tag.assert_gone();
+    ctx.assert_nothing_left();
 }

@@ -2,35 +2,43 @@
 //! terminal's foreground gives it to the provider's new process group (and the shell gets it
 //! back afterwards); a guardian started in the background never steals it.
 
-mod common;
-
 use std::process::Command;
 
+use crate::harness::*;
+
 fn nonce() -> String {
-    format!("guardian-test-tty-{}", common::random_digits(12))
+    format!("guardian-test-tty-{}", random_digits(12))
 }
 
 /// Runs `shell` (a `sh -c` script with job control on) inside `script`, guardian as `nobody`
-/// when the suite runs as root. `None` (with the reason printed) when no pty can be had.
-fn in_pty(shell: &str) -> Option<String> {
-    if Command::new("script").arg("--version").output().is_err() {
-        eprintln!("skipped: util-linux `script` is not installed");
-        return None;
-    }
-    let guardian = common::guardian_bin().display().to_string();
-    let drop = if common::is_root() && Command::new("setpriv").arg("--version").output().is_ok() {
-        "setpriv --reuid=65534 --regid=65534 --clear-groups "
-    } else {
-        ""
-    };
+/// when the suite runs as root. `Err` with the reason when no pty can be had.
+fn in_pty(shell: &str) -> Result<String, String> {
+    let guardian = guardian_bin().display().to_string();
+    let drop = if is_root() { format!("{} ", SETPRIV_NOBODY.join(" ")) } else { String::new() };
     let script = shell.replace("GUARDIAN", &format!("{drop}{guardian}"));
-    let out = Command::new("script").args(["-qec", &format!("sh -c 'set -m; {script}'"), "/dev/null"]).output().ok()?;
+    let out = Command::new("script")
+        .args(["-qec", &format!("sh -c 'set -m; {script}'"), "/dev/null"])
+        .output()
+        .map_err(|e| format!("cannot run script: {e}"))?;
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     if !out.status.success() {
-        eprintln!("skipped: script failed ({}): {text}", out.status);
-        return None;
+        return Err(format!("script failed ({}): {text}", out.status));
     }
-    Some(text)
+    Ok(text)
+}
+
+/// The pty's output, or a (counted) skip when the host has no usable pseudo-terminal.
+macro_rules! pty_run {
+    ($cmd:expr) => {{
+        need_program!("script", "bsdutils");
+        if is_root() {
+            need_program!("setpriv", "util-linux");
+        }
+        match in_pty($cmd) {
+            Ok(text) => text,
+            Err(why) => skip!("no usable pseudo-terminal: {why}"),
+        }
+    }};
 }
 
 /// "tag pgid=A tpgid=B" from the provider's own view of its group and the terminal's.
@@ -52,7 +60,7 @@ fn foreground_guardian_hands_the_terminal_to_the_provider_and_back() {
         "GUARDIAN -- {}; echo shell pgid=$(ps -o pgid= -p $$) tpgid=$(ps -o tpgid= -p $$)",
         REPORT.replace("TAG", "provider").replace("NONCE", &n)
     );
-    let Some(text) = in_pty(&cmd) else { return };
+    let text = pty_run!(&cmd);
     let (pgid, tpgid) = groups(&text, "provider");
     assert_eq!(pgid, tpgid, "the provider's group should own the terminal: {text}");
     let (shell_pgid, shell_tpgid) = groups(&text, "shell");
@@ -67,7 +75,7 @@ fn background_guardian_never_steals_the_terminal() {
         "GUARDIAN -- {} & wait; echo shell pgid=$(ps -o pgid= -p $$) tpgid=$(ps -o tpgid= -p $$)",
         REPORT.replace("TAG", "provider").replace("NONCE", &n)
     );
-    let Some(text) = in_pty(&cmd) else { return };
+    let text = pty_run!(&cmd);
     let (pgid, tpgid) = groups(&text, "provider");
     assert_ne!(pgid, tpgid, "a background guardian must not give the terminal away: {text}");
     let (shell_pgid, shell_tpgid) = groups(&text, "shell");

@@ -1,0 +1,16 @@
+//! guardian's integration tests: one test binary (ripgrep's layout), one module per area and
+//! one harness (`harness/`). Run them with `make test` (see `README.md` in this directory).
+
+#[macro_use]
+mod harness;
+
+mod behaviour;
+mod cgroup;
+mod core;
+mod denial;
+mod doctor;
+mod exhaustion;
+mod namespaces;
+mod restricted;
+mod security;
+mod terminal;
