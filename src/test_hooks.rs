@@ -1,6 +1,7 @@
 //! test_hooks: only with the `test-hooks` cargo feature (off by default, never in a release).
 //! A pause between a `/proc` scan and the signals that follow it, so the integration tests can
-//! make a scanned pid be reused inside that window deterministically.
+//! make a scanned pid be reused inside that window deterministically; and a fault right after
+//! start-up's signal step (`GUARDIAN_TEST_FAULT`).
 
 use std::path::Path;
 use std::time::Duration;
@@ -25,4 +26,33 @@ pub fn pause_after_scan(scanned: &[Stat], events: &mut Events) {
     while path.exists() {
         std::thread::sleep(Duration::from_millis(10));
     }
+}
+
+/// When `GUARDIAN_TEST_FAULT` is set, right after start-up blocked every signal and before the
+/// provider exists: a real fault inside guardian, to show that the blocked mask does not
+/// keep it alive. `overflow` overflows the main thread's stack (a SIGSEGV the kernel forces
+/// through the mask; with the Rust runtime's handler left in place it would print "has
+/// overflowed its stack" and abort instead); `abort` calls `abort()`, what `panic = "abort"`
+/// ends in, which unblocks SIGABRT itself.
+pub fn fault_after_signal_setup() {
+    match std::env::var("GUARDIAN_TEST_FAULT").as_deref() {
+        Ok("overflow") => {
+            crate::warn!("test hook: overflowing the stack");
+            std::hint::black_box(recurse(0));
+        }
+        Ok("abort") => {
+            crate::warn!("test hook: abort()");
+            std::process::abort();
+        }
+        _ => {}
+    }
+}
+
+/// Recursion the optimiser cannot turn into a loop: each frame keeps 4 KiB alive.
+fn recurse(depth: u64) -> u64 {
+    if depth == u64::MAX {
+        return 0;
+    }
+    let frame = std::hint::black_box([depth as u8; 4096]);
+    frame[usize::from(frame[0]) % 4096] as u64 + recurse(depth + 1)
 }
