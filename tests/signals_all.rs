@@ -192,8 +192,8 @@ fn every_signal_but_kill_and_stop_is_survived_and_forwarded() {
 }
 
 /// The provider starts with the caller's signal mask and ignored set, exactly, including the
-/// C library's reserved numbers (restored with a raw rt_sigprocmask; the library's wrapper
-/// drops them), SIGCHLD ignored as the caller had it, and no handler of guardian's (the Rust
+/// C library's reserved numbers (restored with a raw rt_sigprocmask; glibc's wrapper drops
+/// them), SIGCHLD ignored as the caller had it, and no handler of guardian's (the Rust
 /// runtime's SIGSEGV/SIGBUS handlers are not inherited: SigCgt is empty).
 #[test]
 fn provider_gets_the_callers_mask_and_ignored_set() {
@@ -218,7 +218,11 @@ fn provider_gets_the_callers_mask_and_ignored_set() {
         let line = status.lines().find(|l| l.starts_with(name)).unwrap_or_else(|| panic!("{name} in {status}"));
         u64::from_str_radix(line[name.len()..].trim(), 16).expect("hex mask")
     };
-    assert_eq!(field("SigBlk:"), block, "mask: {status}");
+    // musl unblocks its own 33 and 34 the first time a handler is installed, and the Rust
+    // runtime installs its SIGSEGV/SIGBUS handlers before guardian's `main`: a caller's block
+    // of those two is gone before guardian can read its mask (README, Limitations).
+    let expected = if cfg!(target_env = "musl") { block & !bits(&[33, 34]) } else { block };
+    assert_eq!(field("SigBlk:"), expected, "mask: {status}");
     assert_eq!(field("SigIgn:"), ignore, "ignored set: {status}");
     assert_eq!(field("SigCgt:"), 0, "no inherited handler: {status}");
     ctx.assert_nothing_left();
