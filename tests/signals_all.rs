@@ -136,14 +136,43 @@ fn received(log: &Path) -> Vec<(i32, i32)> {
 /// starts the stop: the provider receives it, and nothing of the tree is left afterwards.
 #[test]
 fn every_signal_but_kill_and_stop_is_survived_and_forwarded() {
-    let ctx = Ctx::new("signals-all");
+    every_signal(false);
+}
+
+/// The same with guardian as PID 1 of a PID namespace (a container's init), signalled from the
+/// parent namespace as `docker kill -s SIG` does: a default-action signal to init from an
+/// ancestor namespace used to be dropped by the kernel for the fault signals, now each one is
+/// forwarded.
+#[test]
+fn every_signal_reaches_the_provider_of_a_pid1_guardian() {
+    if !is_root()
+        || !Command::new("unshare")
+            .args(["--pid", "--fork", "--mount-proc", "true"])
+            .status()
+            .is_ok_and(|s| s.success())
+    {
+        eprintln!("SKIPPED every_signal_reaches_the_provider_of_a_pid1_guardian: needs root and unshare --pid");
+        return;
+    }
+    every_signal(true);
+}
+
+fn every_signal(pid1: bool) {
+    let ctx = Ctx::new(if pid1 { "signals-all-pid1" } else { "signals-all" });
     let log = ctx.path("received.log");
     let child_file = ctx.path("child.pid");
-    let mut g = ctx
-        .guardian()
-        // Nothing blocked or ignored when guardian starts (a signal ignored then stays
-        // ignored, so it could not reach the provider).
-        .wrapper([helper().as_os_str().to_owned(), "wrap".into(), "0".into(), "0".into()])
+    // Nothing blocked or ignored when guardian starts (a signal ignored then stays ignored, so
+    // it could not reach the provider).
+    let wrap = [helper().as_os_str().to_owned(), "wrap".into(), "0".into(), "0".into()];
+    let builder = if pid1 {
+        let mut w: Vec<std::ffi::OsString> = ["unshare", "--pid", "--fork", "--mount-proc"].map(Into::into).into();
+        w.extend(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"].map(Into::into));
+        w.extend(wrap);
+        ctx.guardian().privileged().wrapper(w)
+    } else {
+        ctx.guardian().wrapper(wrap)
+    };
+    let mut g = builder
         .command([
             helper().as_os_str().to_owned(),
             "catch".into(),
@@ -155,18 +184,44 @@ fn every_signal_but_kill_and_stop_is_survived_and_forwarded() {
     wait_for("the provider to block its signals", || {
         fs::read_to_string(&log).ok().filter(|t| t.starts_with("ready\n")).map(drop)
     });
-    let child = ctx.wait_pid_file("child.pid");
-    let me = g.pid();
-    assert!(alive(child), "the provider's setsid child runs");
+    ctx.wait_pid_file("child.pid");
+    let spawned = g.wait_event_named("spawned");
+    assert_eq!(spawned["mode"], if pid1 { "pid1" } else { "subreaper" }, "{spawned}");
+    // guardian's pid here, and as the provider sees it (the sender of what it forwards).
+    let (target, sender) = if pid1 {
+        // The wrappers' and guardian's argv hold the provider's too: match on argv[0..2].
+        let mut argv01 = helper().as_os_str().as_encoded_bytes().to_vec();
+        argv01.extend_from_slice(b"\0catch\0");
+        let provider = wait_for("the provider's pid", || {
+            tagged_pids(&ctx.nonce).into_iter().find(|&p| cmdline(p).is_some_and(|c| c.starts_with(&argv01)))
+        });
+        let (_, ppid, _) = stat(provider).expect("the provider's stat");
+        (ppid, 1)
+    } else {
+        (g.pid(), g.pid())
+    };
+    let pidfd = pidfd_open(target).expect("pidfd_open(guardian)");
+    assert!(
+        cmdline(target).is_some_and(|c| c.starts_with(guardian_bin().as_os_str().as_encoded_bytes())),
+        "pid {target} is guardian: {:?}",
+        cmdline(target).map(|c| String::from_utf8_lossy(&c).into_owned())
+    );
+    let send = |sig: i32| {
+        // SAFETY: pidfd is an open pidfd on guardian; null siginfo means kill(2)'s SI_USER.
+        let rc = unsafe { libc::syscall(libc::SYS_pidfd_send_signal, pidfd, sig, std::ptr::null::<u8>(), 0) };
+        assert_eq!(rc, 0, "pidfd_send_signal({sig}): {}", std::io::Error::last_os_error());
+    };
+    let before = tagged_pids(&ctx.nonce);
+    assert!(before.len() >= 2, "the provider and its setsid child run: {:?}", describe(&before));
 
     for sig in (1..=64).filter(|&s| ![libc::SIGKILL, libc::SIGSTOP, libc::SIGTERM].contains(&s)) {
-        g.signal(sig);
+        send(sig);
         if sig != libc::SIGCHLD {
             wait_for(&format!("the provider to receive signal {sig} from guardian"), || {
                 if let Ok(Some(st)) = g.child.try_wait() {
                     panic!("guardian ended on signal {sig} ({st:?}), leaving its tree; stderr: {}", g.stderr());
                 }
-                received(&log).contains(&(sig, me)).then_some(())
+                received(&log).contains(&(sig, sender)).then_some(())
             });
         }
         assert!(
@@ -175,19 +230,20 @@ fn every_signal_but_kill_and_stop_is_survived_and_forwarded() {
             g.stderr()
         );
     }
-    assert!(!received(&log).contains(&(libc::SIGCHLD, me)), "SIGCHLD is guardian's own, not forwarded");
-    assert!(alive(child), "forwarded signals reached only the provider");
+    assert!(!received(&log).contains(&(libc::SIGCHLD, sender)), "SIGCHLD is guardian's own, not forwarded");
+    assert!(before.iter().all(|&p| alive(p)), "forwarded signals reached only the provider");
 
-    g.signal(libc::SIGTERM);
+    send(libc::SIGTERM);
     let code = g.wait_code();
+    // SAFETY: we own the pidfd.
+    unsafe { libc::close(pidfd) };
     assert_eq!(code, 0, "the provider's status after it exited on SIGTERM; stderr: {}", g.stderr());
     let ev = g.final_events();
     assert!(
         ev.iter().any(|e| e["event"] == "stopping" && e["reason"] == "signal"),
         "SIGTERM started the stop: {ev:#?}"
     );
-    assert!(received(&log).contains(&(libc::SIGTERM, me)), "the provider received SIGTERM from guardian");
-    assert!(!alive(child), "the setsid child was stopped");
+    assert!(received(&log).contains(&(libc::SIGTERM, sender)), "the provider received SIGTERM from guardian");
     ctx.assert_nothing_left();
 }
 
