@@ -1,5 +1,6 @@
-//! signals: signal names and numbers, parsing of `--stop-signal`, and the set of signals
-//! guardian handles (blocks and reads from its signalfd) versus leaves alone.
+//! signals: signal names and numbers, parsing of `--stop-signal`, the set of signals guardian
+//! handles (blocks and reads from its signalfd: every catchable one it was not told to
+//! ignore), which of them are forwarded, and start-up's signal step (`setup`).
 
 use std::os::fd::OwnedFd;
 

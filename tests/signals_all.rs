@@ -134,6 +134,8 @@ fn received(log: &Path) -> Vec<(i32, i32)> {
 /// SYS) or be swallowed by the Rust runtime's stack-overflow handler (SEGV, BUS), and the C
 /// library's reserved 32-34. SIGCHLD is guardian's own and is not forwarded. SIGTERM, last,
 /// starts the stop: the provider receives it, and nothing of the tree is left afterwards.
+/// Before that, guardian's own /proc status shows every signal but KILL and STOP blocked and
+/// no handler installed.
 #[test]
 fn every_signal_but_kill_and_stop_is_survived_and_forwarded() {
     every_signal(false);
@@ -211,6 +213,13 @@ fn every_signal(pid1: bool) {
         let rc = unsafe { libc::syscall(libc::SYS_pidfd_send_signal, pidfd, sig, std::ptr::null::<u8>(), 0) };
         assert_eq!(rc, 0, "pidfd_send_signal({sig}): {}", std::io::Error::last_os_error());
     };
+    // guardian blocks everything the kernel lets it block, and runs no handler (the Rust
+    // runtime's SIGSEGV/SIGBUS handlers were reset before the mask was set).
+    let status = fs::read_to_string(format!("/proc/{target}/status")).expect("guardian's status");
+    let field = |name: &str| status.lines().find_map(|l| l.strip_prefix(name)).map(str::trim).unwrap_or_default();
+    let all = (1..=64u32).filter(|&s| s != 9 && s != 19).fold(0u64, |m, s| m | 1 << (s - 1));
+    assert_eq!(field("SigBlk:"), format!("{all:016x}"), "guardian's mask: {status}");
+    assert_eq!(field("SigCgt:"), "0000000000000000", "guardian's handlers: {status}");
     let before = tagged_pids(&ctx.nonce);
     assert!(before.len() >= 2, "the provider and its setsid child run: {:?}", describe(&before));
 
