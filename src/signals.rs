@@ -41,12 +41,13 @@ const NAMES: &[(&str, i32)] = &[
 ];
 
 /// Signals the Rust runtime catches before `main` (its stack-overflow handlers). guardian
-/// resets them to `SIG_DFL` before blocking anything: blocked, they would never run for a
-/// signal another process sends, and a real fault is forced through with the default action
-/// anyway (see [`handled`]); left in place, the runtime's handler would swallow the first
-/// `kill -SEGV`/`kill -BUS` that arrives before the mask is set up, and the provider would
-/// inherit a handler address until its exec. The cost: a stack overflow in guardian ends it
-/// with a plain SIGSEGV instead of the runtime's "has overflowed its stack" message.
+/// resets them to `SIG_DFL` before blocking anything, so that it runs no handler at all: once
+/// blocked, a SIGSEGV/SIGBUS another process sends waits in the signalfd and a real fault is
+/// forced through with the default action (see [`handled`]), so the handler could only run
+/// where the mask is not yet or no longer set (before this step, where it swallowed a
+/// `kill -SEGV` by resetting itself and returning, and in the child between restoring the
+/// caller's mask and exec). The cost: a stack overflow in guardian ends it with a plain
+/// SIGSEGV, without the runtime's "has overflowed its stack" line (blocking alone loses it too).
 const RUNTIME_HANDLED: [i32; 2] = [libc::SIGSEGV, libc::SIGBUS];
 
 /// "SIGTERM", "SIGRTMIN+3", or "SIG42" for anything unnamed.
