@@ -14,7 +14,6 @@ use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::OnceLock;
 
 use common::*;
 
@@ -99,21 +98,16 @@ int main(int argc, char **argv) {
 }
 "#;
 
-/// The helper program, compiled once per test process into a directory uid 65534 can reach.
-fn helper() -> &'static Path {
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        let dir = std::env::temp_dir().join(format!("guardian-test-sighelper-{}", std::process::id()));
-        fs::create_dir_all(&dir).expect("create helper dir");
-        fs::set_permissions(&dir, fs::Permissions::from_mode(0o755)).expect("chmod helper dir");
-        let src = dir.join("sighelper.c");
-        let bin = dir.join("sighelper");
-        fs::write(&src, HELPER_C).expect("write helper source");
-        let out = Command::new("cc").arg("-O1").arg("-o").arg(&bin).arg(&src).output().expect("run cc (gcc is needed)");
-        assert!(out.status.success(), "cc failed: {}", String::from_utf8_lossy(&out.stderr));
-        fs::set_permissions(&bin, fs::Permissions::from_mode(0o755)).expect("chmod helper");
-        bin
-    })
+/// The helper program, compiled into the test's own directory (removed with it; uid 65534
+/// can reach it there).
+fn helper(ctx: &Ctx) -> PathBuf {
+    let src = ctx.path("sighelper.c");
+    let bin = ctx.path("sighelper");
+    fs::write(&src, HELPER_C).expect("write helper source");
+    let out = Command::new("cc").arg("-O1").arg("-o").arg(&bin).arg(&src).output().expect("run cc (gcc is needed)");
+    assert!(out.status.success(), "cc failed: {}", String::from_utf8_lossy(&out.stderr));
+    fs::set_permissions(&bin, fs::Permissions::from_mode(0o755)).expect("chmod helper");
+    bin
 }
 
 /// (signo, sender pid) of every signal the provider logged.
@@ -163,9 +157,10 @@ fn every_signal(pid1: bool) {
     let ctx = Ctx::new(if pid1 { "signals-all-pid1" } else { "signals-all" });
     let log = ctx.path("received.log");
     let child_file = ctx.path("child.pid");
+    let helper = helper(&ctx);
     // Nothing blocked or ignored when guardian starts (a signal ignored then stays ignored, so
     // it could not reach the provider).
-    let wrap = [helper().as_os_str().to_owned(), "wrap".into(), "0".into(), "0".into()];
+    let wrap = [helper.as_os_str().to_owned(), "wrap".into(), "0".into(), "0".into()];
     let builder = if pid1 {
         let mut w: Vec<std::ffi::OsString> = ["unshare", "--pid", "--fork", "--mount-proc"].map(Into::into).into();
         w.extend(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"].map(Into::into));
@@ -176,7 +171,7 @@ fn every_signal(pid1: bool) {
     };
     let mut g = builder
         .command([
-            helper().as_os_str().to_owned(),
+            helper.as_os_str().to_owned(),
             "catch".into(),
             log.clone().into_os_string(),
             child_file.clone().into_os_string(),
@@ -192,7 +187,7 @@ fn every_signal(pid1: bool) {
     // guardian's pid here, and as the provider sees it (the sender of what it forwards).
     let (target, sender) = if pid1 {
         // The wrappers' and guardian's argv hold the provider's too: match on argv[0..2].
-        let mut argv01 = helper().as_os_str().as_encoded_bytes().to_vec();
+        let mut argv01 = helper.as_os_str().as_encoded_bytes().to_vec();
         argv01.extend_from_slice(b"\0catch\0");
         let provider = wait_for("the provider's pid", || {
             tagged_pids(&ctx.nonce).into_iter().find(|&p| cmdline(p).is_some_and(|c| c.starts_with(&argv01)))
@@ -267,15 +262,16 @@ fn provider_gets_the_callers_mask_and_ignored_set() {
     let block = bits(&[libc::SIGHUP, libc::SIGUSR1, libc::SIGTERM, 32, 33, 34, 40, 64]);
     let ignore = bits(&[libc::SIGUSR2, libc::SIGCHLD, libc::SIGWINCH, 33, 35]);
     let out = ctx.path("status.txt");
+    let helper = helper(&ctx);
     let mut g = ctx
         .guardian()
         .wrapper([
-            helper().as_os_str().to_owned(),
+            helper.as_os_str().to_owned(),
             "wrap".into(),
             format!("{block:x}").into(),
             format!("{ignore:x}").into(),
         ])
-        .command([helper().as_os_str().to_owned(), "status".into(), out.clone().into_os_string(), ctx.tag().into()])
+        .command([helper.as_os_str().to_owned(), "status".into(), out.clone().into_os_string(), ctx.tag().into()])
         .spawn();
     assert_eq!(g.wait_code(), 0, "stderr: {}", g.stderr());
     let status = fs::read_to_string(&out).expect("the provider wrote its status");
