@@ -96,18 +96,10 @@ struct Started {
 /// Setup steps 2 to 9, up to and including the provider's start; on failure nothing it
 /// started is left running, and the caller reports the failure as an `error` event.
 fn start(cli: &cli::Cli, me: i32, events: &mut Events) -> Result<Started, Failure> {
-    // 2. Signals: remember what the caller gave us, block what guardian handles.
-    let sigchld_ignored = sys::is_ignored(libc::SIGCHLD);
-    if sigchld_ignored {
-        sys::set_default_disposition(libc::SIGCHLD)
-            .map_err(|e| fail(format!("sigaction(SIGCHLD, SIG_DFL) failed: {e}")))?;
-    }
-    let handled = signals::handled(&sys::is_ignored);
-    let original_mask =
-        sys::set_sigmask(libc::SIG_BLOCK, &handled).map_err(|e| fail(format!("sigprocmask(SIG_BLOCK) failed: {e}")))?;
-    let sigfd = sys::signalfd(&handled).map_err(|e| {
-        fail(format!("signalfd() failed: {e}; guardian needs signalfd (Linux 2.6.22) to supervise without races"))
-    })?;
+    // 2. Signals: remember what the caller gave us, block every catchable signal and read
+    //    them from a signalfd (`signals::setup`).
+    let signals::Setup { sigfd, original_mask, sigchld_ignored } = signals::setup().map_err(fail)?;
+    test_hooks::fault_after_signal_setup();
 
     // 3. Subreaper before the provider exists, so every orphan of its tree comes to us.
     rustix::process::set_child_subreaper(Some(

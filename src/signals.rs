@@ -1,5 +1,8 @@
-//! signals: signal names and numbers, parsing of `--stop-signal`, and the set of signals
-//! guardian handles (blocks and reads from its signalfd) versus leaves alone.
+//! signals: signal names and numbers, parsing of `--stop-signal`, the set of signals guardian
+//! handles (blocks and reads from its signalfd: every catchable one it was not told to
+//! ignore), which of them are forwarded, and start-up's signal step (`setup`).
+
+use std::os::fd::OwnedFd;
 
 use crate::sys;
 
@@ -37,9 +40,15 @@ const NAMES: &[(&str, i32)] = &[
     ("SYS", libc::SIGSYS),
 ];
 
-/// Synchronous fault signals: left at their default action, never forwarded (as tini).
-const FAULTS: &[i32] =
-    &[libc::SIGILL, libc::SIGTRAP, libc::SIGABRT, libc::SIGBUS, libc::SIGFPE, libc::SIGSEGV, libc::SIGSYS];
+/// Signals the Rust runtime catches before `main` (its stack-overflow handlers). guardian
+/// resets them to `SIG_DFL` before blocking anything, so that it runs no handler at all: once
+/// blocked, a SIGSEGV/SIGBUS another process sends waits in the signalfd and a real fault is
+/// forced through with the default action (see [`handled`]), so the handler could only run
+/// where the mask is not yet or no longer set (before this step, where it swallowed a
+/// `kill -SEGV` by resetting itself and returning, and in the child between restoring the
+/// caller's mask and exec). The cost: a stack overflow in guardian ends it with a plain
+/// SIGSEGV, without the runtime's "has overflowed its stack" line (blocking alone loses it too).
+const RUNTIME_HANDLED: [i32; 2] = [libc::SIGSEGV, libc::SIGBUS];
 
 /// "SIGTERM", "SIGRTMIN+3", or "SIG42" for anything unnamed.
 pub fn name(sig: i32) -> String {
@@ -102,16 +111,32 @@ pub fn parse(text: &str) -> Result<i32, String> {
     Err(bad())
 }
 
-/// Every signal guardian blocks and reads from its signalfd: all catchable signals except
-/// the synchronous faults, and except those ignored when guardian started (they stay
-/// ignored for guardian and, inherited, for the provider). SIGCHLD is always handled, and so
-/// is SIGPIPE: the Rust runtime sets it to SIG_IGN before `main`, so its original disposition
-/// is unknowable; like `std::process::Command`, guardian gives the provider SIG_DFL.
+/// Every signal guardian blocks and reads from its signalfd: every catchable one, 1 to 64,
+/// except those ignored when guardian started (they stay ignored for guardian and, inherited,
+/// for the provider). SIGCHLD is always handled, and so is SIGPIPE: the Rust runtime sets it
+/// to SIG_IGN before `main`, so its original disposition is unknowable; like
+/// `std::process::Command`, guardian gives the provider SIG_DFL.
+///
+/// The set includes:
+/// * the fault signals (ILL, TRAP, ABRT, BUS, FPE, SEGV, SYS). Sent by another process they
+///   are only a request, forwarded like any other; a fault of guardian's own still ends it at
+///   once, because the kernel delivers a synchronous fault with `force_sig_fault`, which
+///   unblocks the signal and resets a blocked or ignored handler to the default action, and
+///   `abort()` (what `panic = "abort"` calls) unblocks SIGABRT and restores its default
+///   action before raising it. `docs/design.md` records how this was checked.
+/// * the C library's reserved numbers below `SIGRTMIN` (32-33 for glibc, 32-34 for musl):
+///   the library uses them for thread cancellation, `setxid` across threads and
+///   `timer_create(SIGEV_THREAD)`. guardian is single-threaded and calls none of those, so
+///   no library machinery waits for them; left unblocked, their default action would end
+///   guardian without a teardown. They are blocked and read through raw syscalls
+///   (`sys::SigSet`), because the library's wrappers refuse them.
+///
+/// Only SIGKILL and SIGSTOP, which no process can block, are left out.
 pub fn handled(ignored_at_start: &dyn Fn(i32) -> bool) -> sys::SigSet {
     let mut set = sys::SigSet::empty();
     let (_, max) = sys::sigrt_range();
     for sig in 1..=max {
-        if is_uncatchable_or_fault(sig) || is_libc_reserved(sig) {
+        if is_uncatchable(sig) {
             continue;
         }
         if sig != libc::SIGCHLD && sig != libc::SIGPIPE && ignored_at_start(sig) {
@@ -122,18 +147,52 @@ pub fn handled(ignored_at_start: &dyn Fn(i32) -> bool) -> sys::SigSet {
     set
 }
 
-fn is_uncatchable_or_fault(sig: i32) -> bool {
-    sig == libc::SIGKILL || sig == libc::SIGSTOP || FAULTS.contains(&sig)
+fn is_uncatchable(sig: i32) -> bool {
+    sig == libc::SIGKILL || sig == libc::SIGSTOP
 }
 
-/// glibc keeps the first real-time signals (32, 33) for its threads implementation.
+/// glibc keeps the first real-time signals (32, 33) for its threads implementation (musl
+/// 32-34); they have no name.
+#[cfg(test)]
 fn is_libc_reserved(sig: i32) -> bool {
     sig > 31 && sig < sys::sigrt_range().0
 }
 
-/// Whether a signal guardian received is passed on to the provider.
+/// Whether a signal guardian received is passed on to the provider: all but SIGCHLD (the
+/// reaping's own wake-up). SIGTERM and the stop signal are also stop requests (supervise).
 pub fn is_forwarded(sig: i32) -> bool {
-    sig != libc::SIGCHLD && !is_uncatchable_or_fault(sig)
+    sig != libc::SIGCHLD && !is_uncatchable(sig)
+}
+
+/// What start-up's signal step leaves for the rest of guardian.
+pub struct Setup {
+    /// Non-blocking, close-on-exec signalfd for every [`handled`] signal.
+    pub sigfd: OwnedFd,
+    /// The mask guardian was started with, restored in the provider before exec.
+    pub original_mask: sys::SigSet,
+    /// SIGCHLD was ignored when guardian started; the provider gets that back.
+    pub sigchld_ignored: bool,
+}
+
+/// Start-up's signal step: the runtime's handlers reset, SIGCHLD made reapable, every
+/// [`handled`] signal blocked and a signalfd opened for them. Before the provider exists.
+pub fn setup() -> Result<Setup, String> {
+    for sig in RUNTIME_HANDLED {
+        if sys::has_handler(sig) {
+            sys::set_default_disposition(sig).map_err(|e| format!("sigaction({}, SIG_DFL) failed: {e}", name(sig)))?;
+        }
+    }
+    let sigchld_ignored = sys::is_ignored(libc::SIGCHLD);
+    if sigchld_ignored {
+        sys::set_default_disposition(libc::SIGCHLD).map_err(|e| format!("sigaction(SIGCHLD, SIG_DFL) failed: {e}"))?;
+    }
+    let handled = handled(&sys::is_ignored);
+    let original_mask =
+        sys::set_sigmask(libc::SIG_BLOCK, &handled).map_err(|e| format!("sigprocmask(SIG_BLOCK) failed: {e}"))?;
+    let sigfd = sys::signalfd(&handled).map_err(|e| {
+        format!("signalfd() failed: {e}; guardian needs signalfd (Linux 2.6.22) to supervise without races")
+    })?;
+    Ok(Setup { sigfd, original_mask, sigchld_ignored })
 }
 
 #[cfg(test)]
@@ -168,12 +227,18 @@ mod tests {
     }
 
     #[test]
-    fn handled_set_excludes_faults_and_ignored() {
+    fn handled_set_is_every_catchable_signal_but_the_ignored() {
         let set = handled(&|s| s == libc::SIGINT || s == libc::SIGCHLD);
         assert!(set.contains(libc::SIGTERM));
         assert!(set.contains(libc::SIGCHLD), "SIGCHLD is always handled");
         assert!(!set.contains(libc::SIGINT), "ignored at start stays ignored");
-        assert!(!set.contains(libc::SIGSEGV));
+        for sig in 1..=64 {
+            let expected = ![libc::SIGKILL, libc::SIGSTOP, libc::SIGINT].contains(&sig);
+            assert_eq!(set.contains(sig), expected, "{}", name(sig));
+        }
+        for sig in [libc::SIGSEGV, libc::SIGBUS, libc::SIGABRT, 32, 33, 34] {
+            assert!(set.contains(sig) && is_forwarded(sig), "{}", name(sig));
+        }
         let set = handled(&|s| s == libc::SIGPIPE);
         assert!(set.contains(libc::SIGPIPE), "SIGPIPE's ignored state is the Rust runtime's, not the caller's");
         assert!(!is_forwarded(libc::SIGCHLD));

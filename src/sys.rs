@@ -37,66 +37,102 @@ fn cvt_long(ret: libc::c_long) -> io::Result<libc::c_long> {
     if ret == -1 { Err(io::Error::last_os_error()) } else { Ok(ret) }
 }
 
-/// A set of signals (`sigset_t`).
-#[derive(Clone, Copy)]
-pub struct SigSet(libc::sigset_t);
+/// Size of the kernel's signal set (`_NSIG / 8`): 64 signals on x86_64 and aarch64.
+const KERNEL_SIGSET_SIZE: usize = 8;
+
+/// A set of signals in the kernel's own layout (bit `n - 1` for signal `n`, 1 to 64), passed
+/// to the raw `rt_sigprocmask`, `rt_sigaction` and `signalfd4` syscalls. Not the C library's
+/// `sigset_t`: its `sigaddset` and `pthread_sigmask` refuse or silently drop the numbers the
+/// library reserves below `SIGRTMIN` (32-33 with glibc, 32-34 with musl), and guardian must
+/// block and read those too (see `signals::handled`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct SigSet(u64);
 
 impl SigSet {
-    pub fn empty() -> SigSet {
-        // SAFETY: sigemptyset initialises the zeroed set it is given; it cannot fail for a
-        // valid pointer.
-        unsafe {
-            let mut set: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut set);
-            SigSet(set)
-        }
+    pub const fn empty() -> SigSet {
+        SigSet(0)
     }
 
+    /// Adds `sig` (1 to 64); other numbers are ignored.
     pub fn add(&mut self, sig: i32) {
-        // SAFETY: the set is initialised; an invalid signal number only returns EINVAL,
-        // which callers avoid by passing numbers from `signals::catchable()`.
-        unsafe {
-            libc::sigaddset(&mut self.0, sig);
+        if (1..=64).contains(&sig) {
+            self.0 |= 1 << (sig - 1);
         }
     }
 
     #[cfg(test)]
     pub fn contains(&self, sig: i32) -> bool {
-        // SAFETY: the set is initialised and only read.
-        unsafe { libc::sigismember(&self.0, sig) == 1 }
+        (1..=64).contains(&sig) && self.0 & (1 << (sig - 1)) != 0
     }
 }
 
-/// Replaces the calling thread's signal mask; returns the previous one.
+/// `rt_sigprocmask(how, set, &old)` as a raw syscall (see [`SigSet`] for why not the C
+/// library's wrapper); returns the previous mask. guardian is single-threaded, so the
+/// thread's mask is the process's.
 pub fn set_sigmask(how: libc::c_int, set: &SigSet) -> io::Result<SigSet> {
     let mut old = SigSet::empty();
-    // SAFETY: both pointers point to initialised sigset_t values that outlive the call.
-    let rc = unsafe { libc::pthread_sigmask(how, &set.0, &mut old.0) };
-    if rc != 0 {
-        return Err(io::Error::from_raw_os_error(rc));
-    }
-    Ok(old)
+    // SAFETY: both pointers point to live 8-byte sets, the size the kernel is told.
+    let rc = unsafe {
+        libc::syscall(libc::SYS_rt_sigprocmask, how, &set.0 as *const u64, &mut old.0 as *mut u64, KERNEL_SIGSET_SIZE)
+    };
+    cvt_long(rc).map(|_| old)
+}
+
+/// The kernel's `struct sigaction` for `rt_sigaction` on x86_64 and aarch64 (both define
+/// `SA_RESTORER`, so the restorer field is present).
+#[repr(C)]
+struct KernelSigaction {
+    handler: libc::sighandler_t,
+    flags: libc::c_ulong,
+    restorer: usize,
+    mask: u64,
+}
+
+/// `rt_sigaction(sig, NULL, &old)`: the current handler (`SIG_DFL`, `SIG_IGN` or a function).
+/// A raw syscall, so the C library's reserved numbers can be queried too.
+fn disposition(sig: i32) -> io::Result<libc::sighandler_t> {
+    let mut old = KernelSigaction { handler: libc::SIG_DFL, flags: 0, restorer: 0, mask: 0 };
+    // SAFETY: a null new action only reads the current one into `old`, a live struct of the
+    // kernel's layout whose mask has the size passed.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_rt_sigaction,
+            sig,
+            std::ptr::null::<KernelSigaction>(),
+            &mut old as *mut KernelSigaction,
+            KERNEL_SIGSET_SIZE,
+        )
+    };
+    cvt_long(rc).map(|_| old.handler)
 }
 
 /// Whether `sig`'s disposition is currently `SIG_IGN`.
 pub fn is_ignored(sig: i32) -> bool {
-    // SAFETY: sigaction with a null new action only reads the current one into `old`.
-    unsafe {
-        let mut old: libc::sigaction = std::mem::zeroed();
-        libc::sigaction(sig, std::ptr::null(), &mut old) == 0 && old.sa_sigaction == libc::SIG_IGN
-    }
+    disposition(sig).is_ok_and(|h| h == libc::SIG_IGN)
 }
 
-/// Sets `sig`'s disposition to `SIG_DFL` (used for SIGCHLD, which must not be ignored by a
-/// reaper, or the kernel reaps children behind guardian's back).
+/// Whether `sig` currently runs a handler function (neither `SIG_DFL` nor `SIG_IGN`).
+pub fn has_handler(sig: i32) -> bool {
+    disposition(sig).is_ok_and(|h| h != libc::SIG_DFL && h != libc::SIG_IGN)
+}
+
+/// Sets `sig`'s disposition to `SIG_DFL`: for SIGCHLD, which must not be ignored by a reaper
+/// (or the kernel reaps children behind guardian's back), and for the Rust runtime's
+/// SIGSEGV/SIGBUS stack-overflow handlers (see `signals::RUNTIME_HANDLED`).
 pub fn set_default_disposition(sig: i32) -> io::Result<()> {
-    // SAFETY: installs SIG_DFL with an empty mask; no handler code is involved.
-    unsafe {
-        let mut act: libc::sigaction = std::mem::zeroed();
-        act.sa_sigaction = libc::SIG_DFL;
-        libc::sigemptyset(&mut act.sa_mask);
-        cvt(libc::sigaction(sig, &act, std::ptr::null_mut())).map(drop)
-    }
+    let act = KernelSigaction { handler: libc::SIG_DFL, flags: 0, restorer: 0, mask: 0 };
+    // SAFETY: installs SIG_DFL with an empty mask from a live struct of the kernel's layout;
+    // no handler code (and so no restorer) is involved.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_rt_sigaction,
+            sig,
+            &act as *const KernelSigaction,
+            std::ptr::null_mut::<KernelSigaction>(),
+            KERNEL_SIGSET_SIZE,
+        )
+    };
+    cvt_long(rc).map(drop)
 }
 
 /// One signal read from a signalfd.
@@ -109,11 +145,18 @@ pub struct SigInfo {
 
 /// Creates a non-blocking, close-on-exec signalfd for `set`.
 pub fn signalfd(set: &SigSet) -> io::Result<OwnedFd> {
-    // SAFETY: -1 asks for a new fd; the set pointer is valid for the call. On success the
-    // returned fd is owned by nobody else.
+    // SAFETY: -1 asks for a new fd; the set pointer is valid for the call and its size is
+    // the one passed (raw `signalfd4`, so the C library's reserved numbers stay in the set).
+    // On success the returned fd is owned by nobody else.
     unsafe {
-        let fd = cvt(libc::signalfd(-1, &set.0, libc::SFD_CLOEXEC | libc::SFD_NONBLOCK))?;
-        Ok(OwnedFd::from_raw_fd(fd))
+        let fd = cvt_long(libc::syscall(
+            libc::SYS_signalfd4,
+            -1,
+            &set.0 as *const u64,
+            KERNEL_SIGSET_SIZE,
+            libc::SFD_CLOEXEC | libc::SFD_NONBLOCK,
+        ))?;
+        Ok(OwnedFd::from_raw_fd(fd as RawFd))
     }
 }
 
@@ -315,6 +358,10 @@ pub struct ExecPlan<'a> {
 /// Runs in the child after fork/clone3: new process group, terminal, cgroup, SIGCHLD and
 /// SIGPIPE dispositions, original signal mask, then `execvp`. On failure writes a tag byte and errno to the error pipe and exits
 /// 127. Never returns.
+///
+/// The provider thus starts with the caller's mask and ignored set and `SIG_DFL` for every
+/// other signal: guardian changes no other disposition (the runtime's SIGSEGV/SIGBUS handlers
+/// were reset to `SIG_DFL` at start-up, and exec would reset any handler anyway).
 pub fn exec_provider(plan: &ExecPlan<'_>) -> ! {
     // SAFETY: this runs in a freshly forked single-threaded child. It calls only
     // async-signal-safe functions on memory prepared before the fork, and ends in execvp or
@@ -358,7 +405,16 @@ pub fn exec_provider(plan: &ExecPlan<'_>) -> ! {
         // The Rust runtime ignored SIGPIPE before guardian's main; the provider gets the
         // default action, as every program started by std::process::Command does.
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-        if libc::pthread_sigmask(libc::SIG_SETMASK, &plan.original_mask.0, std::ptr::null_mut()) != 0 {
+        // Raw rt_sigprocmask: the C library's wrapper would drop its reserved numbers from
+        // a caller's mask that blocked them.
+        if libc::syscall(
+            libc::SYS_rt_sigprocmask,
+            libc::SIG_SETMASK,
+            &plan.original_mask.0 as *const u64,
+            std::ptr::null_mut::<u64>(),
+            KERNEL_SIGSET_SIZE,
+        ) != 0
+        {
             fail(b'm');
         }
         libc::execvp(plan.argv[0], plan.argv.as_ptr());

@@ -1,8 +1,10 @@
-//! test_hooks: the integration tests' hooks into teardown, called from product code without
-//! any `cfg`. With the `test-hooks` cargo feature (never in a release) they obey `GUARDIAN_TEST_*`
-//! environment variables; without it each one is an empty stub the optimiser removes, so the
-//! shipped binary reads no such variable. `make test` runs the suite against the shipped
-//! configuration first, then only the tests that need these hooks against a `test-hooks` build.
+//! test_hooks: the integration tests' hooks into product code, called without any `cfg`. With
+//! the `test-hooks` cargo feature (never in a release) they obey `GUARDIAN_TEST_*` environment
+//! variables; without it each one is an empty stub the optimiser removes, so the shipped binary
+//! reads no such variable. `make test` runs the suite against the shipped configuration first,
+//! then only the tests that need these hooks against a `test-hooks` build. The hooks: a pause
+//! between a `/proc` scan and its signals (PID-reuse test), a forced full `/proc` listing, and
+//! a real fault right after start-up's signal step (`GUARDIAN_TEST_FAULT`).
 
 #[cfg(feature = "test-hooks")]
 pub use hooks::*;
@@ -42,6 +44,35 @@ mod hooks {
     pub fn forced_full_scan() -> bool {
         std::env::var_os("GUARDIAN_TEST_FULL_SCAN").is_some()
     }
+
+    /// When `GUARDIAN_TEST_FAULT` is set, right after start-up blocked every signal and before the
+    /// provider exists: a real fault inside guardian, to show that the blocked mask does not
+    /// keep it alive. `overflow` overflows the main thread's stack (a SIGSEGV the kernel forces
+    /// through the mask; with the Rust runtime's handler left in place it would print "has
+    /// overflowed its stack" and abort instead); `abort` calls `abort()`, what `panic = "abort"`
+    /// ends in, which unblocks SIGABRT itself.
+    pub fn fault_after_signal_setup() {
+        match std::env::var("GUARDIAN_TEST_FAULT").as_deref() {
+            Ok("overflow") => {
+                crate::warn!("test hook: overflowing the stack");
+                std::hint::black_box(recurse(0));
+            }
+            Ok("abort") => {
+                crate::warn!("test hook: abort()");
+                std::process::abort();
+            }
+            _ => {}
+        }
+    }
+
+    /// Recursion the optimiser cannot turn into a loop: each frame keeps 4 KiB alive.
+    fn recurse(depth: u64) -> u64 {
+        if depth == u64::MAX {
+            return 0;
+        }
+        let frame = std::hint::black_box([depth as u8; 4096]);
+        frame[usize::from(frame[0]) % 4096] as u64 + recurse(depth + 1)
+    }
 }
 
 /// The shipped configuration: every hook does nothing.
@@ -57,4 +88,7 @@ mod stubs {
     pub fn forced_full_scan() -> bool {
         false
     }
+
+    #[inline(always)]
+    pub fn fault_after_signal_setup() {}
 }

@@ -145,8 +145,16 @@ fn signals_section(roff: &mut Roff) {
          --forward-to group. SIGTERM is also the owner's request to stop: if the provider has not exited \
          within the grace period, the whole tree gets SIGKILL. The stop signal (--stop-signal) is what the \
          remaining descendants are sent when a teardown begins. SIGCHLD is used for reaping and never \
-         forwarded; the fault signals (ILL, TRAP, ABRT, BUS, FPE, SEGV, SYS) keep their default action. \
+         forwarded. The fault signals (ILL, TRAP, ABRT, BUS, FPE, SEGV, SYS) and the C library's reserved \
+         signals 32-34 are forwarded like any other when another process sends them; a real fault inside \
+         guardian still ends it at once. \
          Signals that were ignored when guardian started stay ignored, for guardian and for the provider.",
+    );
+    para(
+        roff,
+        "Only the two signals no process can catch escape guardian: SIGKILL ends it without a teardown \
+         (unless guardian is PID 1 of a namespace, its descendants keep running; see \
+         docs/threat-model.md), and SIGSTOP suspends it until SIGCONT.",
     );
 }
 
