@@ -29,7 +29,8 @@ release:
 # Every skip is appended to $(SKIP_LOG); .ci/run counts them.
 HOOK_TESTS = namespaces::reused_pid_is_never_signalled \
 	behaviour::fork_storm_converges_listing_all_of_proc \
-	behaviour::pid_hopper_converges_listing_all_of_proc
+	behaviour::pid_hopper_converges_listing_all_of_proc \
+	signals_all::a_fault_inside_guardian_still_ends_it
 SKIP_LOG = target/test-skips.log
 
 test:

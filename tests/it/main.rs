@@ -13,4 +13,5 @@ mod exhaustion;
 mod namespaces;
 mod restricted;
 mod security;
+mod signals_all;
 mod terminal;

@@ -7,15 +7,13 @@
 //! them from its own signalfd (raw syscalls, so the C library's reserved 32-34 work too),
 //! logging number and sender, and keeps a `setsid` child tagged with the test's nonce.
 
-mod common;
-
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::*;
+use crate::harness::*;
 
 const HELPER_C: &str = r#"
 #define _GNU_SOURCE
@@ -141,15 +139,8 @@ fn every_signal_but_kill_and_stop_is_survived_and_forwarded() {
 /// forwarded.
 #[test]
 fn every_signal_reaches_the_provider_of_a_pid1_guardian() {
-    if !is_root()
-        || !Command::new("unshare")
-            .args(["--pid", "--fork", "--mount-proc", "true"])
-            .status()
-            .is_ok_and(|s| s.success())
-    {
-        eprintln!("SKIPPED every_signal_reaches_the_provider_of_a_pid1_guardian: needs root and unshare --pid");
-        return;
-    }
+    need_root!("unshare --pid --fork --mount-proc");
+    need_program!("unshare", "util-linux");
     every_signal(true);
 }
 
@@ -197,7 +188,10 @@ fn every_signal(pid1: bool) {
     } else {
         (g.pid(), g.pid())
     };
-    let pidfd = pidfd_open(target).expect("pidfd_open(guardian)");
+    let pidfd = rustix::process::Pid::from_raw(target)
+        .map(|p| rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty()))
+        .expect("a pid")
+        .expect("pidfd_open(guardian)");
     assert!(
         cmdline(target).is_some_and(|c| c.starts_with(guardian_bin().as_os_str().as_encoded_bytes())),
         "pid {target} is guardian: {:?}",
@@ -205,7 +199,15 @@ fn every_signal(pid1: bool) {
     );
     let send = |sig: i32| {
         // SAFETY: pidfd is an open pidfd on guardian; null siginfo means kill(2)'s SI_USER.
-        let rc = unsafe { libc::syscall(libc::SYS_pidfd_send_signal, pidfd, sig, std::ptr::null::<u8>(), 0) };
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_pidfd_send_signal,
+                std::os::fd::AsRawFd::as_raw_fd(&pidfd),
+                sig,
+                std::ptr::null::<u8>(),
+                0,
+            )
+        };
         assert_eq!(rc, 0, "pidfd_send_signal({sig}): {}", std::io::Error::last_os_error());
     };
     // guardian blocks everything the kernel lets it block, and runs no handler (the Rust
@@ -239,8 +241,7 @@ fn every_signal(pid1: bool) {
 
     send(libc::SIGTERM);
     let code = g.wait_code();
-    // SAFETY: we own the pidfd.
-    unsafe { libc::close(pidfd) };
+    drop(pidfd);
     assert_eq!(code, 0, "the provider's status after it exited on SIGTERM; stderr: {}", g.stderr());
     let ev = g.final_events();
     assert!(
@@ -296,10 +297,7 @@ fn provider_gets_the_callers_mask_and_ignored_set() {
 /// the signal step and before the provider exists.
 #[test]
 fn a_fault_inside_guardian_still_ends_it() {
-    if !cfg!(feature = "test-hooks") {
-        eprintln!("SKIPPED a_fault_inside_guardian_still_ends_it: needs `cargo test --features test-hooks`");
-        return;
-    }
+    need_hooks!();
     for (fault, sig) in [("overflow", libc::SIGSEGV), ("abort", libc::SIGABRT)] {
         let ctx = Ctx::new(&format!("signals-fault-{fault}"));
         let mut g = ctx
