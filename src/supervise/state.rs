@@ -1,0 +1,840 @@
+//! supervise::state: guardian's phases and the decisions between them, as a pure function.
+//! `State::on` takes what happened (a signal read, a reap, a stop of the provider, the clock)
+//! and returns what to do (signal, run a round, hand over the terminal, release); the loop in
+//! `supervise/mod.rs` turns kernel events into `Happened` values and carries the `Action`s
+//! out. Nothing here makes a syscall or reads the clock, so every transition is unit-tested
+//! without processes.
+//!
+//! The grace period is enforced here: the deadline is set once, when the stop begins
+//! (`Phase::Stopping` / `Phase::Draining`), and the tree is escalated to SIGKILL when it passes.
+
+use std::time::Duration;
+
+use crate::sys::WaitStatus;
+
+/// How long to keep waiting for ECHILD after SIGKILL, and after the last progress (a
+/// descendant killed or reaped), before giving up honestly (exit 125, an `error` event
+/// naming what remains): at least this, or the grace period if longer. Measured from the last
+/// progress, so a tree that is still being killed (a fork storm that starves guardian of CPU)
+/// is never abandoned while guardian can still reach it.
+pub const MIN_ABANDON_WAIT: Duration = Duration::from_secs(5);
+/// First and largest interval between rescans while descendants are being stopped.
+pub const RESCAN_FIRST: Duration = Duration::from_millis(10);
+pub const RESCAN_MAX: Duration = Duration::from_millis(250);
+
+/// guardian's own failure (the abandon path).
+const EXIT_GUARDIAN: i32 = 125;
+const EXIT_TIMEOUT: i32 = 124;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StopReason {
+    /// SIGTERM or the configured stop signal (the owner's shutdown request).
+    Signal,
+    Timeout,
+    ParentDied,
+    /// The provider exited on its own.
+    ProviderExit,
+}
+
+impl StopReason {
+    pub fn name(self) -> &'static str {
+        match self {
+            StopReason::Signal => "signal",
+            StopReason::Timeout => "timeout",
+            StopReason::ParentDied => "parent-died",
+            StopReason::ProviderExit => "exit",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// The provider lives and no stop was asked for.
+    Running,
+    /// The provider is stopped (SIGSTOP from outside, or a job-control stop without a
+    /// terminal hand-off): reported, waited out; guardian itself keeps running.
+    ProviderStopped { signal: i32 },
+    /// The provider stopped for job control: guardian took the terminal back and stopped
+    /// itself with the same signal, so the shell sees its job stop; SIGCONT wakes it.
+    GuardianSuspended { signal: i32 },
+    /// A stop was requested while the provider lives; at `deadline` the tree gets SIGKILL.
+    Stopping { reason: StopReason, deadline: Duration },
+    /// The provider was reaped; descendants get the stop signal in rounds until `deadline`.
+    Draining { reason: StopReason, deadline: Duration },
+    /// The provider was reaped and `--wait-descendants` holds: only reaping, no signals.
+    Reaping,
+    /// SIGKILL went to the tree; waiting for ECHILD until `abandon_at` (moved by progress).
+    Escalated { reason: StopReason, abandon_at: Duration },
+    /// Released (the provider's status) or abandoned (125): the loop returns `code`.
+    Done { code: i32 },
+}
+
+impl Phase {
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::Running => "running",
+            Phase::ProviderStopped { .. } => "provider-stopped",
+            Phase::GuardianSuspended { .. } => "guardian-suspended",
+            Phase::Stopping { .. } => "stopping",
+            Phase::Draining { .. } => "draining",
+            Phase::Reaping => "reaping",
+            Phase::Escalated { .. } => "escalated",
+            Phase::Done { .. } => "released",
+        }
+    }
+
+    /// No stop has begun (the `--timeout` clock runs, a stop request is the first one).
+    fn before_stop(self) -> bool {
+        matches!(
+            self,
+            Phase::Running | Phase::ProviderStopped { .. } | Phase::GuardianSuspended { .. } | Phase::Reaping
+        )
+    }
+}
+
+/// Who owns the terminal's foreground (fd 0), as far as guardian is concerned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Terminal {
+    /// fd 0 is not guardian's controlling terminal: guardian never touches it.
+    None,
+    /// guardian's own group may hold it (guardian never handed it over, or took it back).
+    Guardian,
+    /// guardian handed it to the provider's group: taken back at the provider's stop or exit.
+    Provider,
+}
+
+/// Which process group holds the terminal's foreground when the provider stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Foreground {
+    Provider,
+    Guardian,
+    /// Another group (guardian runs in the background), or no terminal at all.
+    Other,
+}
+
+pub struct Config {
+    pub grace: Duration,
+    pub timeout: Option<Duration>,
+    pub wait_descendants: bool,
+    /// When the provider started (the `--timeout` clock).
+    pub started: Duration,
+    /// guardian may stop itself for job control (it is not PID 1, whose stop signals the
+    /// kernel discards).
+    pub job_control: bool,
+}
+
+/// What the loop observed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Happened {
+    /// SIGTERM or the configured stop signal.
+    StopRequest,
+    /// Any other signal that is passed on to the provider.
+    Signal(i32),
+    /// SIGCONT reached guardian; `foreground`: guardian's group now owns the terminal.
+    Continued {
+        foreground: bool,
+    },
+    ParentDied,
+    /// One reap pass: the provider's status if it was reaped now, how many descendants were
+    /// reaped, whether `waitpid` ended with ECHILD, and the leaf's `populated` state if read
+    /// (`Some(true)`: `populated 0`).
+    Reaped {
+        provider: Option<WaitStatus>,
+        descendants: u64,
+        echild: bool,
+        leaf_empty: Option<bool>,
+    },
+    /// `waitid(WSTOPPED)` saw the provider stop with `signal`.
+    ProviderStopped {
+        signal: i32,
+        foreground: Foreground,
+    },
+    /// `waitid(WCONTINUED)` saw the provider continue.
+    ProviderContinued,
+    /// guardian's own stop did not happen (its group is orphaned, or the signal is ignored):
+    /// there is no job control to hand the stop to.
+    SuspendRefused,
+    /// A round ran; `chase`: it signalled newcomers found by a /proc scan, so the next
+    /// round runs at once.
+    RoundDone {
+        chase: bool,
+    },
+    /// Time passed: deadlines are checked.
+    Tick,
+}
+
+/// What the loop must do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Pass a received signal on to the provider (per `--forward-to`).
+    Forward(i32),
+    /// The stop signal to the provider (per `--forward-to`), then SIGCONT; `reason` names it
+    /// in the `signal` event.
+    StopProvider {
+        reason: &'static str,
+    },
+    /// SIGKILL to the provider, if it lives.
+    KillProvider,
+    /// A round over the descendants: the stop signal (then SIGCONT), or SIGKILL; with a leaf,
+    /// `outside_leaf` also scans /proc for descendants that left it.
+    Round {
+        kill: bool,
+        outside_leaf: bool,
+    },
+    /// The `stopping` event.
+    EmitStopping {
+        reason: &'static str,
+        grace_ms: u64,
+    },
+    /// The `stopped` / `continued` events about the provider.
+    EmitStopped {
+        signal: i32,
+    },
+    EmitContinued,
+    /// The terminal's foreground back to guardian's group, if the provider's group holds it.
+    TakeTerminal,
+    /// The terminal's foreground to the provider's group.
+    GiveTerminal,
+    /// SIGCONT to the provider's process group (what the shell's `fg`/`bg` would have sent).
+    ContinueProviderGroup,
+    /// Stop guardian itself with this signal (job control); report `SuspendRefused` if the
+    /// kernel did not stop it.
+    SuspendSelf(i32),
+    /// Emit `released`, remove the leaf, close events; exit with `code`.
+    Release {
+        code: i32,
+    },
+    /// Descendants remain that cannot be reached: emit `error`, exit 125.
+    Abandon,
+}
+
+struct Rescan {
+    at: Duration,
+    step: Duration,
+}
+
+pub struct State {
+    cfg: Config,
+    phase: Phase,
+    /// The provider's status and when it was reaped.
+    exit: Option<(WaitStatus, Duration)>,
+    /// The last reap ended with ECHILD: the kernel's proof that guardian has no children.
+    echild: bool,
+    /// The leaf said `populated 0` (true without a leaf): the second proof in cgroup mode.
+    leaf_empty: bool,
+    /// Rounds run while this is armed (descendants are being stopped or killed).
+    rescan: Option<Rescan>,
+    terminal: Terminal,
+}
+
+impl State {
+    pub fn new(cfg: Config, terminal: Terminal, has_leaf: bool) -> State {
+        State { cfg, phase: Phase::Running, exit: None, echild: false, leaf_empty: !has_leaf, rescan: None, terminal }
+    }
+
+    pub fn phase(&self) -> Phase {
+        self.phase
+    }
+
+    pub fn provider_exited(&self) -> bool {
+        self.exit.is_some()
+    }
+
+    /// When the provider was reaped (for `teardown_ms`).
+    pub fn exited_at(&self) -> Option<Duration> {
+        self.exit.map(|(_, at)| at)
+    }
+
+    pub fn leaf_empty(&self) -> bool {
+        self.leaf_empty
+    }
+
+    /// The earliest time something is due: `--timeout` (before a stop), the grace deadline,
+    /// the next rescan, the abandon deadline. `None`: wait for the kernel only.
+    pub fn next_deadline(&self) -> Option<Duration> {
+        let timeout = self.cfg.timeout.filter(|_| self.phase.before_stop()).map(|t| self.cfg.started + t);
+        let phase = match self.phase {
+            Phase::Stopping { deadline, .. } | Phase::Draining { deadline, .. } => Some(deadline),
+            Phase::Escalated { abandon_at, .. } => Some(abandon_at),
+            _ => None,
+        };
+        [timeout, phase, self.rescan.as_ref().map(|r| r.at)].into_iter().flatten().min()
+    }
+
+    /// The transition function.
+    pub fn on(&mut self, what: Happened, now: Duration) -> Vec<Action> {
+        let mut out = Vec::new();
+        if matches!(self.phase, Phase::Done { .. }) {
+            return out;
+        }
+        match what {
+            Happened::StopRequest => self.stop_request(now, &mut out),
+            Happened::Signal(sig) => out.push(Action::Forward(sig)),
+            Happened::Continued { foreground } => self.continued(foreground, &mut out),
+            Happened::ParentDied => self.begin_stop(StopReason::ParentDied, now, &mut out),
+            Happened::Reaped { provider, descendants, echild, leaf_empty } => {
+                self.echild = echild;
+                if let Some(empty) = leaf_empty {
+                    self.leaf_empty = empty;
+                }
+                if descendants > 0 {
+                    self.progress(now);
+                }
+                if let Some(status) = provider {
+                    self.provider_exit(status, now, &mut out);
+                }
+            }
+            Happened::ProviderStopped { signal, foreground } => self.provider_stopped(signal, foreground, &mut out),
+            Happened::ProviderContinued => {
+                if matches!(self.phase, Phase::ProviderStopped { .. } | Phase::GuardianSuspended { .. }) {
+                    self.phase = Phase::Running;
+                }
+                out.push(Action::EmitContinued);
+            }
+            Happened::SuspendRefused => {
+                if let Phase::GuardianSuspended { .. } = self.phase {
+                    // No job control: ^Z means nothing here, as for any orphaned group.
+                    self.phase = Phase::Running;
+                    self.give_terminal(&mut out);
+                    out.push(Action::ContinueProviderGroup);
+                }
+            }
+            Happened::RoundDone { chase } => {
+                // A round that found newcomers is followed by another at once: a tree that
+                // keeps forking (or hopping to new pids) is chased at scan speed. Backing off
+                // between such rounds let every round miss the child born after its scan.
+                if chase {
+                    if let Some(r) = self.rescan.as_mut() {
+                        *r = Rescan { at: now, step: RESCAN_FIRST };
+                    }
+                    self.progress(now);
+                }
+            }
+            Happened::Tick => self.tick(now, &mut out),
+        }
+        self.check_release(&mut out);
+        out
+    }
+
+    /// SIGTERM or the stop signal: the first one starts the bounded stop, a further one ends
+    /// the grace at once (kill now).
+    fn stop_request(&mut self, now: Duration, out: &mut Vec<Action>) {
+        match self.phase {
+            Phase::Stopping { reason, .. } | Phase::Draining { reason, .. } => {
+                out.push(Action::EmitStopping { reason: "kill-request", grace_ms: 0 });
+                self.escalate(reason, now, out);
+            }
+            Phase::Escalated { .. } => {
+                out.push(Action::EmitStopping { reason: "kill-request", grace_ms: 0 });
+                out.push(Action::KillProvider);
+                out.push(Action::Round { kill: true, outside_leaf: true });
+            }
+            _ => self.begin_stop(StopReason::Signal, now, out),
+        }
+    }
+
+    /// The first stop (a stop request, `--timeout`, parent death); later ones change nothing.
+    fn begin_stop(&mut self, reason: StopReason, now: Duration, out: &mut Vec<Action>) {
+        if !self.phase.before_stop() {
+            return;
+        }
+        let deadline = now + self.cfg.grace;
+        out.push(Action::EmitStopping { reason: reason.name(), grace_ms: self.cfg.grace.as_millis() as u64 });
+        if self.exit.is_some() {
+            self.phase = Phase::Draining { reason, deadline };
+            self.start_rounds(now, out);
+            return;
+        }
+        self.phase = Phase::Stopping { reason, deadline };
+        // The owner's request is passed on (as the stop signal); the provider may stop its own
+        // children in order. A timeout or parent death is guardian's own decision: the whole
+        // tree hears it now.
+        let tag = match reason {
+            StopReason::Signal => "forwarded",
+            other => other.name(),
+        };
+        out.push(Action::StopProvider { reason: tag });
+        if reason != StopReason::Signal {
+            self.start_rounds(now, out);
+        }
+    }
+
+    fn continued(&mut self, foreground: bool, out: &mut Vec<Action>) {
+        match self.phase {
+            Phase::GuardianSuspended { .. } => {
+                // fg gives guardian's group the terminal first; bg does not.
+                if foreground {
+                    self.give_terminal(out);
+                }
+                out.push(Action::ContinueProviderGroup);
+            }
+            Phase::Running | Phase::ProviderStopped { .. } => {
+                // `fg` of a guardian started in the background: its group now owns the
+                // terminal, and the provider is what should read it.
+                if foreground {
+                    self.give_terminal(out);
+                }
+                out.push(Action::Forward(libc::SIGCONT));
+            }
+            _ => out.push(Action::Forward(libc::SIGCONT)),
+        }
+    }
+
+    fn give_terminal(&mut self, out: &mut Vec<Action>) {
+        if self.terminal != Terminal::None && self.exit.is_none() {
+            self.terminal = Terminal::Provider;
+            out.push(Action::GiveTerminal);
+        }
+    }
+
+    fn provider_stopped(&mut self, signal: i32, fg: Foreground, out: &mut Vec<Action>) {
+        out.push(Action::EmitStopped { signal });
+        if !matches!(self.phase, Phase::Running | Phase::ProviderStopped { .. }) {
+            return;
+        }
+        let job_signal = matches!(signal, libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU);
+        // A terminal hand-off: the provider held the foreground guardian gave it, or it is a
+        // background job that touched the terminal (SIGTTIN/SIGTTOU from the kernel).
+        let handoff = match fg {
+            Foreground::Provider => self.terminal == Terminal::Provider,
+            Foreground::Other => self.terminal != Terminal::None && signal != libc::SIGTSTP,
+            Foreground::Guardian => false,
+        };
+        if job_signal && handoff && self.cfg.job_control {
+            self.phase = Phase::GuardianSuspended { signal };
+            if fg == Foreground::Provider {
+                self.terminal = Terminal::Guardian;
+                out.push(Action::TakeTerminal);
+            }
+            out.push(Action::SuspendSelf(signal));
+        } else {
+            self.phase = Phase::ProviderStopped { signal };
+        }
+    }
+
+    fn provider_exit(&mut self, status: WaitStatus, now: Duration, out: &mut Vec<Action>) {
+        if self.exit.is_some() {
+            return;
+        }
+        self.exit = Some((status, now));
+        if self.terminal == Terminal::Provider {
+            self.terminal = Terminal::Guardian;
+            out.push(Action::TakeTerminal);
+        }
+        if self.empty() {
+            return; // released by check_release, no round needed
+        }
+        match self.phase {
+            Phase::Running | Phase::ProviderStopped { .. } | Phase::GuardianSuspended { .. } => {
+                if self.cfg.wait_descendants {
+                    self.phase = Phase::Reaping;
+                } else {
+                    let reason = StopReason::ProviderExit;
+                    self.phase = Phase::Draining { reason, deadline: now + self.cfg.grace };
+                    self.start_rounds(now, out);
+                }
+            }
+            Phase::Stopping { reason, deadline } => {
+                self.phase = Phase::Draining { reason, deadline };
+                if self.rescan.is_none() {
+                    self.start_rounds(now, out);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Starts stopping the descendants: a first round now, rescans on the backoff timer; with
+    /// no grace left (`--grace 0`), straight to SIGKILL.
+    fn start_rounds(&mut self, now: Duration, out: &mut Vec<Action>) {
+        if let Phase::Stopping { reason, deadline } | Phase::Draining { reason, deadline } = self.phase {
+            if deadline <= now {
+                self.escalate(reason, now, out);
+                return;
+            }
+        }
+        out.push(Action::Round { kill: false, outside_leaf: self.leaf_empty });
+        self.rescan = Some(Rescan { at: now + RESCAN_FIRST, step: RESCAN_FIRST });
+    }
+
+    /// The grace period is over (or a kill was requested): SIGKILL to the provider and the tree.
+    fn escalate(&mut self, reason: StopReason, now: Duration, out: &mut Vec<Action>) {
+        self.phase = Phase::Escalated { reason, abandon_at: now + self.abandon_wait() };
+        out.push(Action::KillProvider);
+        out.push(Action::Round { kill: true, outside_leaf: true });
+        self.rescan = Some(Rescan { at: now + RESCAN_FIRST, step: RESCAN_FIRST });
+    }
+
+    fn abandon_wait(&self) -> Duration {
+        self.cfg.grace.max(MIN_ABANDON_WAIT)
+    }
+
+    /// A descendant was killed or reaped: the bounded wait for ECHILD starts again.
+    fn progress(&mut self, now: Duration) {
+        let wait = self.abandon_wait();
+        if let Phase::Escalated { abandon_at, .. } = &mut self.phase {
+            *abandon_at = now + wait;
+        }
+    }
+
+    fn tick(&mut self, now: Duration, out: &mut Vec<Action>) {
+        if let Some(t) = self.cfg.timeout.filter(|_| self.phase.before_stop()) {
+            if now >= self.cfg.started + t {
+                self.begin_stop(StopReason::Timeout, now, out);
+            }
+        }
+        match self.phase {
+            Phase::Stopping { reason, deadline } | Phase::Draining { reason, deadline } if now >= deadline => {
+                self.escalate(reason, now, out);
+            }
+            _ => {}
+        }
+        if self.rescan.as_ref().is_some_and(|r| now >= r.at) {
+            let kill = matches!(self.phase, Phase::Escalated { .. });
+            out.push(Action::Round { kill, outside_leaf: self.leaf_empty });
+            // Backing off (10 ms, doubling to 250 ms) while rounds find nobody new;
+            // `RoundDone { chase: true }` brings the next one forward again.
+            if let Some(r) = self.rescan.as_mut() {
+                r.step = (r.step * 2).min(RESCAN_MAX);
+                r.at = now + r.step;
+            }
+        }
+        if let Phase::Escalated { abandon_at, .. } = self.phase {
+            if now >= abandon_at {
+                self.phase = Phase::Done { code: EXIT_GUARDIAN };
+                out.push(Action::Abandon);
+            }
+        }
+    }
+
+    fn empty(&self) -> bool {
+        self.echild && self.leaf_empty
+    }
+
+    /// The kernel says the tree is empty and the provider was reaped: nothing else matters.
+    fn check_release(&mut self, out: &mut Vec<Action>) {
+        let Some((status, _)) = self.exit else { return };
+        if matches!(self.phase, Phase::Done { .. }) || !self.empty() {
+            return;
+        }
+        let timed_out = matches!(
+            self.phase,
+            Phase::Stopping { reason: StopReason::Timeout, .. }
+                | Phase::Draining { reason: StopReason::Timeout, .. }
+                | Phase::Escalated { reason: StopReason::Timeout, .. }
+        );
+        let code = exit_status(status, timed_out);
+        self.phase = Phase::Done { code };
+        out.push(Action::Release { code });
+    }
+}
+
+/// guardian's exit status: 124 after a timeout, else the provider's code or 128+signal.
+pub fn exit_status(status: WaitStatus, timed_out: bool) -> i32 {
+    if timed_out {
+        return EXIT_TIMEOUT;
+    }
+    match (status.exit_code(), status.signal()) {
+        (Some(c), _) => c,
+        (None, Some(s)) => 128 + s,
+        (None, None) => EXIT_GUARDIAN,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GRACE: Duration = Duration::from_secs(1);
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    fn state_with(timeout: Option<Duration>, wait_descendants: bool, terminal: Terminal) -> State {
+        let cfg = Config { grace: GRACE, timeout, wait_descendants, started: ms(0), job_control: true };
+        State::new(cfg, terminal, false)
+    }
+
+    fn state() -> State {
+        state_with(None, false, Terminal::None)
+    }
+
+    fn exited(code: i32) -> WaitStatus {
+        WaitStatus(code << 8)
+    }
+
+    fn reaped(provider: Option<WaitStatus>, echild: bool) -> Happened {
+        Happened::Reaped { provider, descendants: 0, echild, leaf_empty: None }
+    }
+
+    #[test]
+    fn running_has_no_timer_and_forwards() {
+        let mut s = state();
+        assert_eq!(s.next_deadline(), None, "an idle guardian makes no context switch");
+        assert_eq!(s.on(Happened::Signal(libc::SIGUSR1), ms(5)), vec![Action::Forward(libc::SIGUSR1)]);
+        assert_eq!(s.phase(), Phase::Running);
+    }
+
+    #[test]
+    fn provider_exit_with_empty_tree_releases_at_once() {
+        let mut s = state();
+        let out = s.on(reaped(Some(exited(3)), true), ms(10));
+        assert_eq!(out, vec![Action::Release { code: 3 }]);
+        assert_eq!(s.phase(), Phase::Done { code: 3 });
+        assert!(s.on(Happened::StopRequest, ms(11)).is_empty(), "nothing happens after release");
+    }
+
+    #[test]
+    fn provider_exit_drains_then_escalates_at_the_deadline() {
+        let mut s = state();
+        let out = s.on(reaped(Some(WaitStatus(libc::SIGTERM)), false), ms(100));
+        assert_eq!(out, vec![Action::Round { kill: false, outside_leaf: true }]);
+        assert!(matches!(s.phase(), Phase::Draining { reason: StopReason::ProviderExit, .. }));
+        assert_eq!(s.next_deadline(), Some(ms(110)), "first rescan");
+        s.on(Happened::RoundDone { chase: false }, ms(100));
+        // Rescans back off while they find nobody.
+        let out = s.on(Happened::Tick, ms(120));
+        assert_eq!(out, vec![Action::Round { kill: false, outside_leaf: true }]);
+        s.on(Happened::RoundDone { chase: false }, ms(120));
+        assert_eq!(s.next_deadline(), Some(ms(140)));
+        let out = s.on(Happened::Tick, ms(1100));
+        assert_eq!(out, vec![Action::KillProvider, Action::Round { kill: true, outside_leaf: true }]);
+        assert!(matches!(s.phase(), Phase::Escalated { .. }));
+        let out = s.on(reaped(None, true), ms(1150));
+        assert_eq!(out, vec![Action::Release { code: 128 + libc::SIGTERM }]);
+    }
+
+    #[test]
+    fn first_stop_request_signals_the_provider_once_and_arms_the_grace() {
+        let mut s = state();
+        let out = s.on(Happened::StopRequest, ms(50));
+        assert_eq!(
+            out,
+            vec![
+                Action::EmitStopping { reason: "signal", grace_ms: 1000 },
+                Action::StopProvider { reason: "forwarded" }
+            ]
+        );
+        assert_eq!(s.phase(), Phase::Stopping { reason: StopReason::Signal, deadline: ms(1050) });
+        assert_eq!(s.next_deadline(), Some(ms(1050)));
+        // The provider exits within the grace: its descendants hear the stop signal now.
+        let out = s.on(reaped(Some(exited(0)), false), ms(300));
+        assert_eq!(out, vec![Action::Round { kill: false, outside_leaf: true }]);
+        assert_eq!(s.phase(), Phase::Draining { reason: StopReason::Signal, deadline: ms(1050) });
+        let out = s.on(reaped(None, true), ms(400));
+        assert_eq!(out, vec![Action::Release { code: 0 }]);
+    }
+
+    #[test]
+    fn a_further_stop_request_kills_now() {
+        let mut s = state();
+        s.on(Happened::StopRequest, ms(0));
+        let out = s.on(Happened::StopRequest, ms(10));
+        assert_eq!(
+            out,
+            vec![
+                Action::EmitStopping { reason: "kill-request", grace_ms: 0 },
+                Action::KillProvider,
+                Action::Round { kill: true, outside_leaf: true }
+            ]
+        );
+        assert!(matches!(s.phase(), Phase::Escalated { reason: StopReason::Signal, .. }));
+        // Once escalated, another request still answers (and kills again).
+        let out = s.on(Happened::StopRequest, ms(20));
+        assert_eq!(out[0], Action::EmitStopping { reason: "kill-request", grace_ms: 0 });
+        assert!(out.contains(&Action::Round { kill: true, outside_leaf: true }));
+    }
+
+    #[test]
+    fn stop_request_while_draining_after_exit_kills_now() {
+        let mut s = state();
+        s.on(reaped(Some(exited(0)), false), ms(0));
+        let out = s.on(Happened::StopRequest, ms(5));
+        assert_eq!(out[0], Action::EmitStopping { reason: "kill-request", grace_ms: 0 });
+        assert!(matches!(s.phase(), Phase::Escalated { .. }));
+    }
+
+    #[test]
+    fn wait_descendants_only_reaps_until_a_stop() {
+        let mut s = state_with(None, true, Terminal::None);
+        assert!(s.on(reaped(Some(exited(2)), false), ms(0)).is_empty());
+        assert_eq!(s.phase(), Phase::Reaping);
+        assert_eq!(s.next_deadline(), None);
+        // A first stop request starts a normal (graceful) teardown, not a kill.
+        let out = s.on(Happened::StopRequest, ms(10));
+        assert_eq!(
+            out,
+            vec![
+                Action::EmitStopping { reason: "signal", grace_ms: 1000 },
+                Action::Round { kill: false, outside_leaf: true }
+            ]
+        );
+        assert!(matches!(s.phase(), Phase::Draining { reason: StopReason::Signal, .. }));
+    }
+
+    #[test]
+    fn timeout_and_parent_death_reach_the_whole_tree_at_once() {
+        let mut s = state_with(Some(ms(500)), false, Terminal::None);
+        assert_eq!(s.next_deadline(), Some(ms(500)));
+        assert!(s.on(Happened::Tick, ms(499)).is_empty());
+        let out = s.on(Happened::Tick, ms(500));
+        assert_eq!(
+            out,
+            vec![
+                Action::EmitStopping { reason: "timeout", grace_ms: 1000 },
+                Action::StopProvider { reason: "timeout" },
+                Action::Round { kill: false, outside_leaf: true }
+            ]
+        );
+        // Parent death during a stop changes nothing.
+        assert!(s.on(Happened::ParentDied, ms(600)).is_empty());
+        let out = s.on(reaped(Some(exited(0)), true), ms(700));
+        assert_eq!(out, vec![Action::Release { code: 124 }], "a timeout is 124 whatever the provider said");
+
+        let mut s = state();
+        let out = s.on(Happened::ParentDied, ms(0));
+        assert_eq!(out[1], Action::StopProvider { reason: "parent-died" });
+    }
+
+    #[test]
+    fn zero_grace_goes_straight_to_sigkill() {
+        let cfg =
+            Config { grace: Duration::ZERO, timeout: None, wait_descendants: false, started: ms(0), job_control: true };
+        let mut s = State::new(cfg, Terminal::None, false);
+        let out = s.on(reaped(Some(exited(0)), false), ms(10));
+        assert_eq!(out, vec![Action::KillProvider, Action::Round { kill: true, outside_leaf: true }]);
+    }
+
+    #[test]
+    fn abandon_waits_from_the_last_progress() {
+        let mut s = state();
+        s.on(Happened::StopRequest, ms(0));
+        s.on(Happened::Tick, ms(1000));
+        let Phase::Escalated { abandon_at, .. } = s.phase() else { panic!("{:?}", s.phase()) };
+        assert_eq!(abandon_at, ms(6000));
+        s.on(Happened::Reaped { provider: None, descendants: 1, echild: false, leaf_empty: None }, ms(4000));
+        assert!(!s.on(Happened::Tick, ms(6000)).contains(&Action::Abandon), "progress moved the deadline");
+        assert!(s.on(Happened::Tick, ms(9000)).contains(&Action::Abandon));
+        assert_eq!(s.phase(), Phase::Done { code: 125 });
+    }
+
+    #[test]
+    fn leaf_needs_populated_0_as_well_as_echild() {
+        let cfg = Config { grace: GRACE, timeout: None, wait_descendants: false, started: ms(0), job_control: true };
+        let mut s = State::new(cfg, Terminal::None, true);
+        let out = s.on(reaped(Some(exited(0)), true), ms(0));
+        assert_eq!(out, vec![Action::Round { kill: false, outside_leaf: false }], "leaf still populated");
+        let out =
+            s.on(Happened::Reaped { provider: None, descendants: 0, echild: true, leaf_empty: Some(true) }, ms(5));
+        assert_eq!(out, vec![Action::Release { code: 0 }]);
+    }
+
+    #[test]
+    fn sigstop_from_outside_is_reported_not_copied() {
+        let mut s = state_with(None, false, Terminal::Provider);
+        let fg = Foreground::Provider;
+        let out = s.on(Happened::ProviderStopped { signal: libc::SIGSTOP, foreground: fg }, ms(0));
+        assert_eq!(out, vec![Action::EmitStopped { signal: libc::SIGSTOP }]);
+        assert_eq!(s.phase(), Phase::ProviderStopped { signal: libc::SIGSTOP });
+        assert_eq!(s.on(Happened::ProviderContinued, ms(5)), vec![Action::EmitContinued]);
+        assert_eq!(s.phase(), Phase::Running);
+    }
+
+    #[test]
+    fn job_stop_without_terminal_hand_off_does_not_suspend_guardian() {
+        for terminal in [Terminal::None, Terminal::Guardian] {
+            let mut s = state_with(None, false, terminal);
+            let out = s.on(Happened::ProviderStopped { signal: libc::SIGTSTP, foreground: Foreground::Other }, ms(0));
+            assert_eq!(out, vec![Action::EmitStopped { signal: libc::SIGTSTP }], "{terminal:?}");
+        }
+        // PID 1 (container): the kernel would discard guardian's own stop.
+        let cfg = Config { grace: GRACE, timeout: None, wait_descendants: false, started: ms(0), job_control: false };
+        let mut s = State::new(cfg, Terminal::Provider, false);
+        let out = s.on(Happened::ProviderStopped { signal: libc::SIGTSTP, foreground: Foreground::Provider }, ms(0));
+        assert_eq!(out, vec![Action::EmitStopped { signal: libc::SIGTSTP }]);
+        assert_eq!(s.phase(), Phase::ProviderStopped { signal: libc::SIGTSTP });
+    }
+
+    #[test]
+    fn ctrl_z_suspends_guardian_and_fg_hands_the_terminal_back() {
+        let mut s = state_with(None, false, Terminal::Provider);
+        let out = s.on(Happened::ProviderStopped { signal: libc::SIGTSTP, foreground: Foreground::Provider }, ms(0));
+        assert_eq!(
+            out,
+            vec![
+                Action::EmitStopped { signal: libc::SIGTSTP },
+                Action::TakeTerminal,
+                Action::SuspendSelf(libc::SIGTSTP)
+            ]
+        );
+        assert_eq!(s.phase(), Phase::GuardianSuspended { signal: libc::SIGTSTP });
+        // fg: the shell gave guardian's group the terminal, then SIGCONT.
+        let out = s.on(Happened::Continued { foreground: true }, ms(10));
+        assert_eq!(out, vec![Action::GiveTerminal, Action::ContinueProviderGroup]);
+        s.on(Happened::ProviderContinued, ms(11));
+        assert_eq!(s.phase(), Phase::Running);
+    }
+
+    #[test]
+    fn bg_continues_the_provider_without_the_terminal() {
+        let mut s = state_with(None, false, Terminal::Provider);
+        s.on(Happened::ProviderStopped { signal: libc::SIGTSTP, foreground: Foreground::Provider }, ms(0));
+        let out = s.on(Happened::Continued { foreground: false }, ms(10));
+        assert_eq!(out, vec![Action::ContinueProviderGroup]);
+        // A background read from the terminal stops it again: the job stops again.
+        s.on(Happened::ProviderContinued, ms(11));
+        let out = s.on(Happened::ProviderStopped { signal: libc::SIGTTIN, foreground: Foreground::Guardian }, ms(20));
+        assert_eq!(out, vec![Action::EmitStopped { signal: libc::SIGTTIN }], "guardian's group has the terminal");
+        let mut s = state_with(None, false, Terminal::Guardian);
+        let out = s.on(Happened::ProviderStopped { signal: libc::SIGTTIN, foreground: Foreground::Other }, ms(20));
+        assert_eq!(out, vec![Action::EmitStopped { signal: libc::SIGTTIN }, Action::SuspendSelf(libc::SIGTTIN)]);
+    }
+
+    #[test]
+    fn refused_suspend_resumes_the_provider() {
+        let mut s = state_with(None, false, Terminal::Provider);
+        s.on(Happened::ProviderStopped { signal: libc::SIGTSTP, foreground: Foreground::Provider }, ms(0));
+        let out = s.on(Happened::SuspendRefused, ms(1));
+        assert_eq!(out, vec![Action::GiveTerminal, Action::ContinueProviderGroup]);
+        assert_eq!(s.phase(), Phase::Running);
+    }
+
+    #[test]
+    fn fg_of_a_background_guardian_gives_the_provider_the_terminal() {
+        let mut s = state_with(None, false, Terminal::Guardian);
+        let out = s.on(Happened::Continued { foreground: true }, ms(0));
+        assert_eq!(out, vec![Action::GiveTerminal, Action::Forward(libc::SIGCONT)]);
+        let mut s = state_with(None, false, Terminal::None);
+        assert_eq!(s.on(Happened::Continued { foreground: true }, ms(0)), vec![Action::Forward(libc::SIGCONT)]);
+    }
+
+    #[test]
+    fn stop_request_while_suspended_or_stopped_stops_and_continues_the_provider() {
+        for stop in [libc::SIGSTOP, libc::SIGTSTP] {
+            let mut s = state_with(Some(ms(100)), false, Terminal::Provider);
+            s.on(Happened::ProviderStopped { signal: stop, foreground: Foreground::Provider }, ms(0));
+            let out = s.on(Happened::StopRequest, ms(5));
+            assert!(out.contains(&Action::StopProvider { reason: "forwarded" }), "{out:?}");
+            assert!(matches!(s.phase(), Phase::Stopping { .. }));
+        }
+        // --timeout counts wall time while the provider is stopped.
+        let mut s = state_with(Some(ms(100)), false, Terminal::None);
+        s.on(Happened::ProviderStopped { signal: libc::SIGSTOP, foreground: Foreground::Other }, ms(0));
+        assert_eq!(s.next_deadline(), Some(ms(100)));
+        assert!(s.on(Happened::Tick, ms(100)).contains(&Action::StopProvider { reason: "timeout" }));
+        // Provider exit while stopped (killed from outside) drains as usual, the terminal back.
+        let mut s = state_with(None, false, Terminal::Provider);
+        s.on(Happened::ProviderStopped { signal: libc::SIGSTOP, foreground: Foreground::Provider }, ms(0));
+        let out = s.on(reaped(Some(WaitStatus(libc::SIGKILL)), true), ms(5));
+        assert_eq!(out, vec![Action::TakeTerminal, Action::Release { code: 137 }]);
+    }
+
+    #[test]
+    fn exit_statuses() {
+        assert_eq!(exit_status(exited(0), false), 0);
+        assert_eq!(exit_status(exited(42), false), 42);
+        assert_eq!(exit_status(WaitStatus(libc::SIGKILL), false), 137);
+        assert_eq!(exit_status(exited(0), true), 124);
+    }
+}
