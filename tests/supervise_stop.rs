@@ -227,3 +227,62 @@ exit 3"#
     assert_eq!(flooders.len(), 4);
     assert!(flooders.iter().all(|p| killed.contains(p)), "flooders {flooders:?} not all SIGKILLed: {killed:?}");
 }
+
+/// Runs guardian's argv under `script(1)`: a new session on a pseudo-terminal, guardian's
+/// group in the foreground, no job control (the `sh -c` that script starts has none, so
+/// guardian's process group is orphaned).
+const UNDER_SCRIPT: [&str; 4] = ["bash", "-c", r#"exec script -qec "${*@Q}" /dev/null"#, "bash"];
+
+/// Fields of /proc/PID/stat after the command: (state, pgrp, tpgid).
+fn job_fields(pid: i32) -> Option<(u8, i32, i32)> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest: Vec<&str> = text.rsplit_once(')')?.1.split_whitespace().collect();
+    Some((rest.first()?.as_bytes()[0], rest.get(2)?.parse().ok()?, rest.get(5)?.parse().ok()?))
+}
+
+/// A provider that holds the terminal guardian handed it, stopped with SIGSTOP from
+/// outside: not a job-control stop, so guardian does not stop itself (it reports `stopped`
+/// and keeps supervising), and SIGTERM still ends the tree with the provider's own status.
+#[test]
+fn sigstop_from_outside_on_a_terminal_does_not_stop_guardian() {
+    let ctx = Ctx::new("pty-sigstop");
+    let s = ctx.sleep();
+    let mut g = ctx
+        .guardian()
+        .wrapper(UNDER_SCRIPT)
+        .args(["--grace", "60s"])
+        .script(&format!(r#"trap 'exit 9' TERM; {s} & echo $$ > ready; while :; do wait; done"#))
+        .spawn();
+    let spawned = g.wait_event_named("spawned");
+    let guardian = spawned["guardian_pid"].as_i64().expect("guardian_pid") as i32;
+    let provider = ctx.wait_pid_file("ready");
+    let (_, pgrp, tpgid) = job_fields(provider).expect("provider's stat");
+    assert_eq!(tpgid, pgrp, "guardian did not hand the terminal to the provider's group");
+    assert!(signal_tagged(provider, &ctx.nonce, libc::SIGSTOP));
+    let stopped = g.wait_event_named("stopped");
+    assert_eq!(stopped["signal"], "SIGSTOP");
+    assert_ne!(job_fields(guardian).map(|f| f.0), Some(b'T'), "guardian stopped itself");
+    assert!(signal_tagged(guardian, &ctx.nonce, libc::SIGTERM));
+    assert_eq!(g.wait_code(), 9, "stderr: {}", g.stderr());
+    ctx.assert_nothing_left();
+}
+
+/// A provider that stops itself with SIGTSTP (as a full-screen program does on ^Z) on a
+/// terminal without job control: guardian's own stop would be discarded by the kernel
+/// (orphaned group), so guardian continues the provider instead of hanging with it.
+#[test]
+fn job_stop_without_job_control_continues_the_provider() {
+    let ctx = Ctx::new("pty-tstp");
+    let mut g = ctx
+        .guardian()
+        .wrapper(UNDER_SCRIPT)
+        .script(r#"echo $$ > ready; kill -TSTP $$; echo resumed > resumed; exit 4"#)
+        .spawn();
+    ctx.wait_pid_file("ready");
+    assert_eq!(g.wait_code(), 4, "stderr: {}", g.stderr());
+    assert_eq!(ctx.read_line_file("resumed").as_deref(), Some("resumed"));
+    ctx.assert_nothing_left();
+    let ev = g.final_events();
+    let stopped = find(&ev, |e| e["event"] == "stopped").expect("stopped").1;
+    assert_eq!(stopped["signal"], "SIGTSTP");
+}
