@@ -392,24 +392,25 @@ impl State {
         if !matches!(self.phase, Phase::Running | Phase::ProviderStopped { .. }) {
             return;
         }
+        // A job-control stop (^Z, a full-screen program's kill(0, SIGTSTP), a background read
+        // or write) of a provider that runs on guardian's controlling terminal. SIGSTOP from
+        // outside, or no terminal at all, is only reported: guardian waits.
         let job_signal = matches!(signal, libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU);
-        // A terminal hand-off: the provider held the foreground guardian gave it, or it is a
-        // background job that touched the terminal (SIGTTIN/SIGTTOU from the kernel).
-        let handoff = match fg {
-            Foreground::Provider => self.terminal == Terminal::Provider,
-            Foreground::Other => self.terminal != Terminal::None && signal != libc::SIGTSTP,
-            Foreground::Guardian => false,
-        };
-        if job_signal && handoff && self.cfg.job_control {
-            self.phase = Phase::GuardianSuspended { signal };
-            if fg == Foreground::Provider {
-                self.terminal = Terminal::Guardian;
-                out.push(Action::TakeTerminal);
-            }
-            out.push(Action::SuspendSelf(signal));
-        } else {
+        if !job_signal || self.terminal == Terminal::None {
             self.phase = Phase::ProviderStopped { signal };
+            return;
         }
+        if !self.cfg.job_control {
+            // PID 1: nobody above would see guardian stop, and the kernel would not stop it.
+            out.push(Action::ContinueProviderGroup);
+            return;
+        }
+        self.phase = Phase::GuardianSuspended { signal };
+        if fg == Foreground::Provider {
+            self.terminal = Terminal::Guardian;
+            out.push(Action::TakeTerminal);
+        }
+        out.push(Action::SuspendSelf(signal));
     }
 
     fn provider_exit(&mut self, status: WaitStatus, now: Duration, out: &mut Vec<Action>) {
@@ -742,18 +743,18 @@ mod tests {
     }
 
     #[test]
-    fn job_stop_without_terminal_hand_off_does_not_suspend_guardian() {
-        for terminal in [Terminal::None, Terminal::Guardian] {
-            let mut s = state_with(None, false, terminal);
-            let out = s.on(Happened::ProviderStopped { signal: libc::SIGTSTP, foreground: Foreground::Other }, ms(0));
-            assert_eq!(out, vec![Action::EmitStopped { signal: libc::SIGTSTP }], "{terminal:?}");
-        }
-        // PID 1 (container): the kernel would discard guardian's own stop.
+    fn job_stop_without_a_terminal_does_not_suspend_guardian() {
+        let mut s = state_with(None, false, Terminal::None);
+        let out = s.on(Happened::ProviderStopped { signal: libc::SIGTSTP, foreground: Foreground::Other }, ms(0));
+        assert_eq!(out, vec![Action::EmitStopped { signal: libc::SIGTSTP }]);
+        assert_eq!(s.phase(), Phase::ProviderStopped { signal: libc::SIGTSTP });
+        // PID 1 (container): the kernel would discard guardian's own stop, and no shell
+        // above would see it: ^Z means nothing, the provider is continued.
         let cfg = Config { grace: GRACE, timeout: None, wait_descendants: false, started: ms(0), job_control: false };
         let mut s = State::new(cfg, Terminal::Provider, false);
         let out = s.on(Happened::ProviderStopped { signal: libc::SIGTSTP, foreground: Foreground::Provider }, ms(0));
-        assert_eq!(out, vec![Action::EmitStopped { signal: libc::SIGTSTP }]);
-        assert_eq!(s.phase(), Phase::ProviderStopped { signal: libc::SIGTSTP });
+        assert_eq!(out, vec![Action::EmitStopped { signal: libc::SIGTSTP }, Action::ContinueProviderGroup]);
+        assert_eq!(s.phase(), Phase::Running);
     }
 
     #[test]
@@ -784,8 +785,9 @@ mod tests {
         assert_eq!(out, vec![Action::ContinueProviderGroup]);
         // A background read from the terminal stops it again: the job stops again.
         s.on(Happened::ProviderContinued, ms(11));
-        let out = s.on(Happened::ProviderStopped { signal: libc::SIGTTIN, foreground: Foreground::Guardian }, ms(20));
-        assert_eq!(out, vec![Action::EmitStopped { signal: libc::SIGTTIN }], "guardian's group has the terminal");
+        let out = s.on(Happened::ProviderStopped { signal: libc::SIGTTIN, foreground: Foreground::Other }, ms(20));
+        assert_eq!(out, vec![Action::EmitStopped { signal: libc::SIGTTIN }, Action::SuspendSelf(libc::SIGTTIN)]);
+        // `guardian -- cmd &` that reads the terminal: the job stops (tty input).
         let mut s = state_with(None, false, Terminal::Guardian);
         let out = s.on(Happened::ProviderStopped { signal: libc::SIGTTIN, foreground: Foreground::Other }, ms(20));
         assert_eq!(out, vec![Action::EmitStopped { signal: libc::SIGTTIN }, Action::SuspendSelf(libc::SIGTTIN)]);
