@@ -286,3 +286,30 @@ fn job_stop_without_job_control_continues_the_provider() {
     let stopped = find(&ev, |e| e["event"] == "stopped").expect("stopped").1;
     assert_eq!(stopped["signal"], "SIGTSTP");
 }
+
+/// A job-control stop stops the provider's whole process group (here the provider stops its
+/// own group while it waits on a foreground child). A stop request then continues the whole
+/// group after the stop signal: SIGCONT to the provider alone left it waiting on its stopped
+/// child until the SIGKILL at the end of the 60 s grace.
+#[test]
+fn stop_request_continues_a_group_stopped_by_job_control() {
+    let ctx = Ctx::new("group-stop");
+    let nap = ctx.sleep_arg(0);
+    let mut g = ctx
+        .guardian()
+        .args(["--grace", "60s"])
+        .script(&format!(
+            r#"trap 'exit 6' TERM
+echo $$ > ready
+( sleep {nap}; kill -TSTP 0 ) &
+while :; do sleep {nap}; done"#
+        ))
+        .spawn();
+    let provider = ctx.wait_pid_file("ready");
+    let stopped = g.wait_event_named("stopped");
+    assert_eq!(stopped["signal"], "SIGTSTP");
+    assert_eq!(stopped["pid"], provider);
+    g.signal(libc::SIGTERM);
+    assert_eq!(g.wait_code(), 6, "the provider's own status; stderr: {}", g.stderr());
+    ctx.assert_nothing_left();
+}

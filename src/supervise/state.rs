@@ -345,6 +345,9 @@ impl State {
             self.start_rounds(now, out);
             return;
         }
+        // A job-control stop stopped the provider's whole group (^Z): continue all of it, or
+        // the provider may wait on a stopped child of its own until the SIGKILL.
+        let group_stopped = matches!(self.phase, Phase::ProviderStopped { .. } | Phase::GuardianSuspended { .. });
         self.phase = Phase::Stopping { reason, deadline };
         // The owner's request is passed on (as the stop signal); the provider may stop its own
         // children in order. A timeout or parent death is guardian's own decision: the whole
@@ -354,6 +357,9 @@ impl State {
             other => other.name(),
         };
         out.push(Action::StopProvider { reason: tag });
+        if group_stopped {
+            out.push(Action::ContinueProviderGroup);
+        }
         if reason != StopReason::Signal {
             self.start_rounds(now, out);
         }
@@ -817,7 +823,11 @@ mod tests {
             let mut s = state_with(Some(ms(100)), false, Terminal::Provider);
             s.on(Happened::ProviderStopped { signal: stop, foreground: Foreground::Provider }, ms(0));
             let out = s.on(Happened::StopRequest, ms(5));
-            assert!(out.contains(&Action::StopProvider { reason: "forwarded" }), "{out:?}");
+            assert_eq!(
+                out[1..],
+                [Action::StopProvider { reason: "forwarded" }, Action::ContinueProviderGroup],
+                "the stop signal, then SIGCONT to the whole stopped group"
+            );
             assert!(matches!(s.phase(), Phase::Stopping { .. }));
         }
         // --timeout counts wall time while the provider is stopped.
