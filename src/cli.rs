@@ -63,7 +63,8 @@ pub struct Cli {
           value_parser = parse_duration)]
     pub grace: Duration,
 
-    /// Signal sent to the tree to stop it (name or number: TERM, INT, HUP, 15, RTMIN+2).
+    /// Signal sent to the tree to stop it (name or number: TERM, INT, HUP, 15, RTMIN+2); receiving
+    /// it is a stop request, like SIGTERM.
     #[arg(short = 's', long, env = "GUARDIAN_STOP_SIGNAL", default_value = "TERM", value_name = "SIG",
           value_parser = parse_signal)]
     pub stop_signal: i32,

@@ -600,3 +600,73 @@ fn stack_range(maps_line: &str) -> Option<(usize, usize)> {
     let (lo, hi) = range.split_once('-')?;
     Some((usize::from_str_radix(lo, 16).ok()?, usize::from_str_radix(hi, 16).ok()?))
 }
+
+/// A stop or continue of a child, as `waitid(WSTOPPED | WCONTINUED)` reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JobChange {
+    /// Stopped by this signal.
+    Stopped(i32),
+    Continued,
+}
+
+/// `waitid(P_PID, pid, WSTOPPED | WCONTINUED | WNOHANG)`: the child's latest stop or continue,
+/// if one is unreported (consumed, so each is reported once). Never reaps: without `WEXITED`
+/// an exited child stays a zombie for `reap_one`. The caller passes an unreaped direct child,
+/// whose pid cannot be reused.
+pub fn wait_job_change(pid: i32) -> io::Result<Option<JobChange>> {
+    loop {
+        // SAFETY: info is a zeroed siginfo_t the kernel fills in; the id is a pid.
+        let (rc, info) = unsafe {
+            let mut info: libc::siginfo_t = std::mem::zeroed();
+            let rc = libc::waitid(
+                libc::P_PID,
+                pid as libc::id_t,
+                &mut info,
+                libc::WSTOPPED | libc::WCONTINUED | libc::WNOHANG,
+            );
+            (rc, info)
+        };
+        if rc == -1 {
+            let err = io::Error::last_os_error();
+            match err.raw_os_error() {
+                Some(libc::EINTR) => continue,
+                Some(libc::ECHILD) => return Ok(None),
+                _ => return Err(err),
+            }
+        }
+        // SAFETY: for waitid the kernel sets si_pid and si_status (0 when nothing changed).
+        let (who, status) = unsafe { (info.si_pid(), info.si_status()) };
+        if who == 0 {
+            return Ok(None);
+        }
+        return Ok(match info.si_code {
+            libc::CLD_STOPPED | libc::CLD_TRAPPED => Some(JobChange::Stopped(status)),
+            libc::CLD_CONTINUED => Some(JobChange::Continued),
+            _ => None,
+        });
+    }
+}
+
+/// Stops guardian itself with `sig` (a job-control signal it keeps blocked), the way a
+/// shell's job stops: the signal is sent to itself, unblocked (the kernel then stops the
+/// process, unless its process group is orphaned or the signal is ignored, when it discards
+/// it), and blocked again once guardian runs. Returns whether guardian was stopped and
+/// continued: a SIGCONT is then pending (it stays blocked, for the signalfd).
+pub fn stop_self(sig: i32) -> io::Result<bool> {
+    let mut one = SigSet::empty();
+    one.add(sig);
+    kill(std::process::id() as i32, sig)?;
+    set_sigmask(libc::SIG_UNBLOCK, &one)?;
+    set_sigmask(libc::SIG_BLOCK, &one)?;
+    is_pending(libc::SIGCONT)
+}
+
+/// Whether `sig` is pending (blocked and not yet read) for guardian.
+pub fn is_pending(sig: i32) -> io::Result<bool> {
+    // SAFETY: set is a live sigset_t that sigpending fills; sigismember only reads it.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        cvt(libc::sigpending(&mut set))?;
+        Ok(libc::sigismember(&set, sig) == 1)
+    }
+}

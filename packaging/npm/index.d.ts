@@ -66,7 +66,8 @@ export interface SpawnedEvent extends EventBase {
 }
 export interface StoppingEvent extends EventBase {
   event: 'stopping';
-  reason: 'signal' | 'timeout' | 'parent-died';
+  /** `kill-request`: a further stop request (SIGTERM or the stop signal) ended the grace at once; `grace_ms` is 0. */
+  reason: 'signal' | 'timeout' | 'parent-died' | 'kill-request';
   grace_ms: number;
 }
 export interface SignalEvent extends EventBase {
@@ -75,6 +76,17 @@ export interface SignalEvent extends EventBase {
   target: 'provider' | 'group' | 'descendants' | 'namespace' | 'cgroup';
   pids?: number[];
   reason: 'forwarded' | 'stop' | 'kill' | 'parent-died' | 'timeout';
+}
+/** The provider stopped (`waitid(WSTOPPED)`); see docs/contract.md, Job control. */
+export interface StoppedEvent extends EventBase {
+  event: 'stopped';
+  pid: number;
+  signal: 'SIGSTOP' | 'SIGTSTP' | 'SIGTTIN' | 'SIGTTOU' | string;
+}
+/** The provider was continued (`waitid(WCONTINUED)`). */
+export interface ContinuedEvent extends EventBase {
+  event: 'continued';
+  pid: number;
 }
 export interface ExitEvent extends EventBase {
   event: 'exit';
@@ -104,8 +116,8 @@ export interface MalformedEvent extends EventBase {
 }
 
 export type GuardianEvent =
-  | FallbackEvent | SpawnedEvent | StoppingEvent | SignalEvent | ExitEvent | ReleasedEvent | ErrorEvent
-  | MalformedEvent | EventBase;
+  | FallbackEvent | SpawnedEvent | StoppingEvent | SignalEvent | StoppedEvent | ContinuedEvent | ExitEvent
+  | ReleasedEvent | ErrorEvent | MalformedEvent | EventBase;
 
 /** Rejection reason of spawned/exit/released when guardian fails or ends without `released`. */
 export declare class GuardianError extends Error {

@@ -14,4 +14,5 @@ mod namespaces;
 mod restricted;
 mod security;
 mod signals_all;
+mod supervise_stop;
 mod terminal;

@@ -26,12 +26,14 @@ const EXIT_STATUS: &[(&str, &str)] = &[
 const EVENTS: &[(&str, &str)] = &[
     ("fallback", "what (the interface that was refused: pidfd_open, clone3, ...), errno (ENOSYS, EPERM, ...), detail"),
     ("spawned", "pid, pgid, guardian_pid, mode (subreaper, pid1, cgroup), cgroup (leaf path or null)"),
-    ("stopping", "reason (signal, timeout, parent-died), grace_ms"),
+    ("stopping", "reason (signal, timeout, parent-died, kill-request), grace_ms (0 for kill-request)"),
     (
         "signal",
         "signal (a name such as SIGTERM), target (provider, group, descendants, namespace, cgroup), pids \
          (array, for descendants), reason (forwarded, stop, kill, parent-died, timeout)",
     ),
+    ("stopped", "pid (the provider), signal (SIGSTOP, SIGTSTP, SIGTTIN, SIGTTOU): the provider stopped"),
+    ("continued", "pid (the provider): the provider was continued"),
     ("exit", "pid, code (integer or null), signal (name or null), core_dumped (boolean)"),
     (
         "released",

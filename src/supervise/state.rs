@@ -1,0 +1,552 @@
+//! supervise::state: guardian's phases and the decisions between them, as a pure function.
+//! `State::on` takes what happened (a signal read, a reap, a stop of the provider, the clock)
+//! and returns what to do (signal, run a round, hand over the terminal, release); the loop in
+//! `supervise/mod.rs` turns kernel events into `Happened` values and carries the `Action`s
+//! out. Nothing here makes a syscall or reads the clock, so every transition is unit-tested
+//! without processes.
+//!
+//! The grace period is enforced here: the deadline is set once, when the stop begins
+//! (`Phase::Stopping` / `Phase::Draining`), and the tree is escalated to SIGKILL when it passes.
+
+use std::time::Duration;
+
+use crate::sys::WaitStatus;
+
+/// How long to keep waiting for ECHILD after SIGKILL, and after the last progress (a
+/// descendant killed or reaped), before giving up honestly (exit 125, an `error` event
+/// naming what remains): at least this, or the grace period if longer. Measured from the last
+/// progress, so a tree that is still being killed (a fork storm that starves guardian of CPU)
+/// is never abandoned while guardian can still reach it.
+pub const MIN_ABANDON_WAIT: Duration = Duration::from_secs(5);
+/// First and largest interval between rescans while descendants are being stopped.
+pub const RESCAN_FIRST: Duration = Duration::from_millis(10);
+pub const RESCAN_MAX: Duration = Duration::from_millis(250);
+
+/// guardian's own failure (the abandon path).
+const EXIT_GUARDIAN: i32 = 125;
+const EXIT_TIMEOUT: i32 = 124;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StopReason {
+    /// SIGTERM or the configured stop signal (the owner's shutdown request).
+    Signal,
+    Timeout,
+    ParentDied,
+    /// The provider exited on its own.
+    ProviderExit,
+}
+
+impl StopReason {
+    pub fn name(self) -> &'static str {
+        match self {
+            StopReason::Signal => "signal",
+            StopReason::Timeout => "timeout",
+            StopReason::ParentDied => "parent-died",
+            StopReason::ProviderExit => "exit",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// The provider lives and no stop was asked for.
+    Running,
+    /// The provider is stopped (SIGSTOP from outside, or a job-control stop without a
+    /// terminal hand-off): reported, waited out; guardian itself keeps running.
+    ProviderStopped { signal: i32 },
+    /// The provider stopped for job control: guardian took the terminal back and stopped
+    /// itself with the same signal, so the shell sees its job stop; SIGCONT wakes it.
+    GuardianSuspended { signal: i32 },
+    /// A stop was requested while the provider lives; at `deadline` the tree gets SIGKILL.
+    Stopping { reason: StopReason, deadline: Duration },
+    /// The provider was reaped; descendants get the stop signal in rounds until `deadline`.
+    Draining { reason: StopReason, deadline: Duration },
+    /// The provider was reaped and `--wait-descendants` holds: only reaping, no signals.
+    Reaping,
+    /// SIGKILL went to the tree; waiting for ECHILD until `abandon_at` (moved by progress).
+    Escalated { reason: StopReason, abandon_at: Duration },
+    /// Released (the provider's status) or abandoned (125): the loop returns `code`.
+    Done { code: i32 },
+}
+
+impl Phase {
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::Running => "running",
+            Phase::ProviderStopped { .. } => "provider-stopped",
+            Phase::GuardianSuspended { .. } => "guardian-suspended",
+            Phase::Stopping { .. } => "stopping",
+            Phase::Draining { .. } => "draining",
+            Phase::Reaping => "reaping",
+            Phase::Escalated { .. } => "escalated",
+            Phase::Done { .. } => "released",
+        }
+    }
+
+    /// No stop has begun (the `--timeout` clock runs, a stop request is the first one).
+    fn before_stop(self) -> bool {
+        matches!(
+            self,
+            Phase::Running | Phase::ProviderStopped { .. } | Phase::GuardianSuspended { .. } | Phase::Reaping
+        )
+    }
+}
+
+/// Who owns the terminal's foreground (fd 0), as far as guardian is concerned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Terminal {
+    /// fd 0 is not guardian's controlling terminal: guardian never touches it.
+    None,
+    /// guardian's own group may hold it (guardian never handed it over, or took it back).
+    Guardian,
+    /// guardian handed it to the provider's group: taken back at the provider's stop or exit.
+    Provider,
+}
+
+/// Which process group holds the terminal's foreground when the provider stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Foreground {
+    Provider,
+    Guardian,
+    /// Another group (guardian runs in the background), or no terminal at all.
+    Other,
+}
+
+pub struct Config {
+    pub grace: Duration,
+    pub timeout: Option<Duration>,
+    pub wait_descendants: bool,
+    /// When the provider started (the `--timeout` clock).
+    pub started: Duration,
+    /// guardian may stop itself for job control (it is not PID 1, whose stop signals the
+    /// kernel discards).
+    pub job_control: bool,
+}
+
+/// What the loop observed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Happened {
+    /// SIGTERM or the configured stop signal.
+    StopRequest,
+    /// Any other signal that is passed on to the provider.
+    Signal(i32),
+    /// SIGCONT reached guardian; `foreground`: guardian's group now owns the terminal.
+    Continued {
+        foreground: bool,
+    },
+    ParentDied,
+    /// One reap pass: the provider's status if it was reaped now, how many descendants were
+    /// reaped, whether `waitpid` ended with ECHILD, and the leaf's `populated` state if read
+    /// (`Some(true)`: `populated 0`).
+    Reaped {
+        provider: Option<WaitStatus>,
+        descendants: u64,
+        echild: bool,
+        leaf_empty: Option<bool>,
+    },
+    /// `waitid(WSTOPPED)` saw the provider stop with `signal`.
+    ProviderStopped {
+        signal: i32,
+        foreground: Foreground,
+    },
+    /// `waitid(WCONTINUED)` saw the provider continue.
+    ProviderContinued,
+    /// guardian's own stop did not happen (its group is orphaned, or the signal is ignored):
+    /// there is no job control to hand the stop to.
+    SuspendRefused,
+    /// A round ran; `chase`: it signalled newcomers found by a /proc scan, so the next
+    /// round runs at once.
+    RoundDone {
+        chase: bool,
+    },
+    /// Time passed: deadlines are checked.
+    Tick,
+}
+
+/// What the loop must do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Pass a received signal on to the provider (per `--forward-to`).
+    Forward(i32),
+    /// The stop signal to the provider (per `--forward-to`), then SIGCONT; `reason` names it
+    /// in the `signal` event.
+    StopProvider {
+        reason: &'static str,
+    },
+    /// SIGKILL to the provider, if it lives.
+    KillProvider,
+    /// A round over the descendants: the stop signal (then SIGCONT), or SIGKILL; with a leaf,
+    /// `outside_leaf` also scans /proc for descendants that left it.
+    Round {
+        kill: bool,
+        outside_leaf: bool,
+    },
+    /// The `stopping` event.
+    EmitStopping {
+        reason: &'static str,
+        grace_ms: u64,
+    },
+    /// The `stopped` / `continued` events about the provider.
+    EmitStopped {
+        signal: i32,
+    },
+    EmitContinued,
+    /// The terminal's foreground back to guardian's group, if the provider's group holds it.
+    TakeTerminal,
+    /// The terminal's foreground to the provider's group.
+    GiveTerminal,
+    /// SIGCONT to the provider's process group (what the shell's `fg`/`bg` would have sent).
+    ContinueProviderGroup,
+    /// Stop guardian itself with this signal (job control); report `SuspendRefused` if the
+    /// kernel did not stop it.
+    SuspendSelf(i32),
+    /// Emit `released`, remove the leaf, close events; exit with `code`.
+    Release {
+        code: i32,
+    },
+    /// Descendants remain that cannot be reached: emit `error`, exit 125.
+    Abandon,
+}
+
+struct Rescan {
+    at: Duration,
+    step: Duration,
+}
+
+pub struct State {
+    cfg: Config,
+    phase: Phase,
+    /// The provider's status and when it was reaped.
+    exit: Option<(WaitStatus, Duration)>,
+    /// The last reap ended with ECHILD: the kernel's proof that guardian has no children.
+    echild: bool,
+    /// The leaf said `populated 0` (true without a leaf): the second proof in cgroup mode.
+    leaf_empty: bool,
+    /// Rounds run while this is armed (descendants are being stopped or killed).
+    rescan: Option<Rescan>,
+    terminal: Terminal,
+}
+
+impl State {
+    pub fn new(cfg: Config, terminal: Terminal, has_leaf: bool) -> State {
+        State { cfg, phase: Phase::Running, exit: None, echild: false, leaf_empty: !has_leaf, rescan: None, terminal }
+    }
+
+    pub fn phase(&self) -> Phase {
+        self.phase
+    }
+
+    pub fn provider_exited(&self) -> bool {
+        self.exit.is_some()
+    }
+
+    /// When the provider was reaped (for `teardown_ms`).
+    pub fn exited_at(&self) -> Option<Duration> {
+        self.exit.map(|(_, at)| at)
+    }
+
+    pub fn leaf_empty(&self) -> bool {
+        self.leaf_empty
+    }
+
+    /// The earliest time something is due: `--timeout` (before a stop), the grace deadline,
+    /// the next rescan, the abandon deadline. `None`: wait for the kernel only.
+    pub fn next_deadline(&self) -> Option<Duration> {
+        let timeout = self.cfg.timeout.filter(|_| self.phase.before_stop()).map(|t| self.cfg.started + t);
+        let phase = match self.phase {
+            Phase::Stopping { deadline, .. } | Phase::Draining { deadline, .. } => Some(deadline),
+            Phase::Escalated { abandon_at, .. } => Some(abandon_at),
+            _ => None,
+        };
+        [timeout, phase, self.rescan.as_ref().map(|r| r.at)].into_iter().flatten().min()
+    }
+
+    /// The transition function.
+    pub fn on(&mut self, what: Happened, now: Duration) -> Vec<Action> {
+        let mut out = Vec::new();
+        if matches!(self.phase, Phase::Done { .. }) {
+            return out;
+        }
+        match what {
+            Happened::StopRequest => self.stop_request(now, &mut out),
+            Happened::Signal(sig) => out.push(Action::Forward(sig)),
+            Happened::Continued { foreground } => self.continued(foreground, &mut out),
+            Happened::ParentDied => self.begin_stop(StopReason::ParentDied, now, &mut out),
+            Happened::Reaped { provider, descendants, echild, leaf_empty } => {
+                self.echild = echild;
+                if let Some(empty) = leaf_empty {
+                    self.leaf_empty = empty;
+                }
+                if descendants > 0 {
+                    self.progress(now);
+                }
+                if let Some(status) = provider {
+                    self.provider_exit(status, now, &mut out);
+                }
+            }
+            Happened::ProviderStopped { signal, foreground } => self.provider_stopped(signal, foreground, &mut out),
+            Happened::ProviderContinued => {
+                if matches!(self.phase, Phase::ProviderStopped { .. } | Phase::GuardianSuspended { .. }) {
+                    self.phase = Phase::Running;
+                }
+                out.push(Action::EmitContinued);
+            }
+            Happened::SuspendRefused => {
+                if let Phase::GuardianSuspended { .. } = self.phase {
+                    // No job control: ^Z means nothing here, as for any orphaned group.
+                    self.phase = Phase::Running;
+                    self.give_terminal(&mut out);
+                    out.push(Action::ContinueProviderGroup);
+                }
+            }
+            Happened::RoundDone { chase } => {
+                // A round that found newcomers is followed by another at once: a tree that
+                // keeps forking (or hopping to new pids) is chased at scan speed. Backing off
+                // between such rounds let every round miss the child born after its scan.
+                if chase {
+                    if let Some(r) = self.rescan.as_mut() {
+                        *r = Rescan { at: now, step: RESCAN_FIRST };
+                    }
+                    self.progress(now);
+                }
+            }
+            Happened::Tick => self.tick(now, &mut out),
+        }
+        self.check_release(&mut out);
+        out
+    }
+
+    /// SIGTERM or the stop signal: the first one starts the bounded stop, a further one ends
+    /// the grace at once (kill now).
+    fn stop_request(&mut self, now: Duration, out: &mut Vec<Action>) {
+        match self.phase {
+            Phase::Stopping { reason, .. } | Phase::Draining { reason, .. } => {
+                out.push(Action::EmitStopping { reason: "kill-request", grace_ms: 0 });
+                self.escalate(reason, now, out);
+            }
+            Phase::Escalated { .. } => {
+                out.push(Action::EmitStopping { reason: "kill-request", grace_ms: 0 });
+                out.push(Action::KillProvider);
+                out.push(Action::Round { kill: true, outside_leaf: true });
+            }
+            _ => self.begin_stop(StopReason::Signal, now, out),
+        }
+    }
+
+    /// The first stop (a stop request, `--timeout`, parent death); later ones change nothing.
+    fn begin_stop(&mut self, reason: StopReason, now: Duration, out: &mut Vec<Action>) {
+        if !self.phase.before_stop() {
+            return;
+        }
+        let deadline = now + self.cfg.grace;
+        out.push(Action::EmitStopping { reason: reason.name(), grace_ms: self.cfg.grace.as_millis() as u64 });
+        if self.exit.is_some() {
+            self.phase = Phase::Draining { reason, deadline };
+            self.start_rounds(now, out);
+            return;
+        }
+        // A job-control stop stopped the provider's whole group (^Z): continue all of it, or
+        // the provider may wait on a stopped child of its own until the SIGKILL.
+        let group_stopped = matches!(self.phase, Phase::ProviderStopped { .. } | Phase::GuardianSuspended { .. });
+        self.phase = Phase::Stopping { reason, deadline };
+        // The owner's request is passed on (as the stop signal); the provider may stop its own
+        // children in order. A timeout or parent death is guardian's own decision: the whole
+        // tree hears it now.
+        let tag = match reason {
+            StopReason::Signal => "forwarded",
+            other => other.name(),
+        };
+        out.push(Action::StopProvider { reason: tag });
+        if group_stopped {
+            out.push(Action::ContinueProviderGroup);
+        }
+        if reason != StopReason::Signal {
+            self.start_rounds(now, out);
+        }
+    }
+
+    fn continued(&mut self, foreground: bool, out: &mut Vec<Action>) {
+        match self.phase {
+            Phase::GuardianSuspended { .. } => {
+                // fg gives guardian's group the terminal first; bg does not.
+                if foreground {
+                    self.give_terminal(out);
+                }
+                out.push(Action::ContinueProviderGroup);
+            }
+            Phase::Running | Phase::ProviderStopped { .. } => {
+                // `fg` of a guardian started in the background: its group now owns the
+                // terminal, and the provider is what should read it.
+                if foreground {
+                    self.give_terminal(out);
+                }
+                out.push(Action::Forward(libc::SIGCONT));
+            }
+            _ => out.push(Action::Forward(libc::SIGCONT)),
+        }
+    }
+
+    fn give_terminal(&mut self, out: &mut Vec<Action>) {
+        if self.terminal != Terminal::None && self.exit.is_none() {
+            self.terminal = Terminal::Provider;
+            out.push(Action::GiveTerminal);
+        }
+    }
+
+    fn provider_stopped(&mut self, signal: i32, fg: Foreground, out: &mut Vec<Action>) {
+        out.push(Action::EmitStopped { signal });
+        if !matches!(self.phase, Phase::Running | Phase::ProviderStopped { .. }) {
+            return;
+        }
+        // A job-control stop (^Z, a full-screen program's kill(0, SIGTSTP), a background read
+        // or write) of a provider that runs on guardian's controlling terminal. SIGSTOP from
+        // outside, or no terminal at all, is only reported: guardian waits.
+        let job_signal = matches!(signal, libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU);
+        if !job_signal || self.terminal == Terminal::None {
+            self.phase = Phase::ProviderStopped { signal };
+            return;
+        }
+        if !self.cfg.job_control {
+            // PID 1: nobody above would see guardian stop, and the kernel would not stop it.
+            out.push(Action::ContinueProviderGroup);
+            return;
+        }
+        self.phase = Phase::GuardianSuspended { signal };
+        if fg == Foreground::Provider {
+            self.terminal = Terminal::Guardian;
+            out.push(Action::TakeTerminal);
+        }
+        out.push(Action::SuspendSelf(signal));
+    }
+
+    fn provider_exit(&mut self, status: WaitStatus, now: Duration, out: &mut Vec<Action>) {
+        if self.exit.is_some() {
+            return;
+        }
+        self.exit = Some((status, now));
+        if self.terminal == Terminal::Provider {
+            self.terminal = Terminal::Guardian;
+            out.push(Action::TakeTerminal);
+        }
+        if self.empty() {
+            return; // released by check_release, no round needed
+        }
+        match self.phase {
+            Phase::Running | Phase::ProviderStopped { .. } | Phase::GuardianSuspended { .. } => {
+                if self.cfg.wait_descendants {
+                    self.phase = Phase::Reaping;
+                } else {
+                    let reason = StopReason::ProviderExit;
+                    self.phase = Phase::Draining { reason, deadline: now + self.cfg.grace };
+                    self.start_rounds(now, out);
+                }
+            }
+            Phase::Stopping { reason, deadline } => {
+                self.phase = Phase::Draining { reason, deadline };
+                if self.rescan.is_none() {
+                    self.start_rounds(now, out);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Starts stopping the descendants: a first round now, rescans on the backoff timer; with
+    /// no grace left (`--grace 0`), straight to SIGKILL.
+    fn start_rounds(&mut self, now: Duration, out: &mut Vec<Action>) {
+        if let Phase::Stopping { reason, deadline } | Phase::Draining { reason, deadline } = self.phase {
+            if deadline <= now {
+                self.escalate(reason, now, out);
+                return;
+            }
+        }
+        out.push(Action::Round { kill: false, outside_leaf: self.leaf_empty });
+        self.rescan = Some(Rescan { at: now + RESCAN_FIRST, step: RESCAN_FIRST });
+    }
+
+    /// The grace period is over (or a kill was requested): SIGKILL to the provider and the tree.
+    fn escalate(&mut self, reason: StopReason, now: Duration, out: &mut Vec<Action>) {
+        self.phase = Phase::Escalated { reason, abandon_at: now + self.abandon_wait() };
+        out.push(Action::KillProvider);
+        out.push(Action::Round { kill: true, outside_leaf: true });
+        self.rescan = Some(Rescan { at: now + RESCAN_FIRST, step: RESCAN_FIRST });
+    }
+
+    fn abandon_wait(&self) -> Duration {
+        self.cfg.grace.max(MIN_ABANDON_WAIT)
+    }
+
+    /// A descendant was killed or reaped: the bounded wait for ECHILD starts again.
+    fn progress(&mut self, now: Duration) {
+        let wait = self.abandon_wait();
+        if let Phase::Escalated { abandon_at, .. } = &mut self.phase {
+            *abandon_at = now + wait;
+        }
+    }
+
+    fn tick(&mut self, now: Duration, out: &mut Vec<Action>) {
+        if let Some(t) = self.cfg.timeout.filter(|_| self.phase.before_stop()) {
+            if now >= self.cfg.started + t {
+                self.begin_stop(StopReason::Timeout, now, out);
+            }
+        }
+        match self.phase {
+            Phase::Stopping { reason, deadline } | Phase::Draining { reason, deadline } if now >= deadline => {
+                self.escalate(reason, now, out);
+            }
+            _ => {}
+        }
+        if self.rescan.as_ref().is_some_and(|r| now >= r.at) {
+            let kill = matches!(self.phase, Phase::Escalated { .. });
+            out.push(Action::Round { kill, outside_leaf: self.leaf_empty });
+            // Backing off (10 ms, doubling to 250 ms) while rounds find nobody new;
+            // `RoundDone { chase: true }` brings the next one forward again.
+            if let Some(r) = self.rescan.as_mut() {
+                r.step = (r.step * 2).min(RESCAN_MAX);
+                r.at = now + r.step;
+            }
+        }
+        if let Phase::Escalated { abandon_at, .. } = self.phase {
+            if now >= abandon_at {
+                self.phase = Phase::Done { code: EXIT_GUARDIAN };
+                out.push(Action::Abandon);
+            }
+        }
+    }
+
+    fn empty(&self) -> bool {
+        self.echild && self.leaf_empty
+    }
+
+    /// The kernel says the tree is empty and the provider was reaped: nothing else matters.
+    fn check_release(&mut self, out: &mut Vec<Action>) {
+        let Some((status, _)) = self.exit else { return };
+        if matches!(self.phase, Phase::Done { .. }) || !self.empty() {
+            return;
+        }
+        let timed_out = matches!(
+            self.phase,
+            Phase::Stopping { reason: StopReason::Timeout, .. }
+                | Phase::Draining { reason: StopReason::Timeout, .. }
+                | Phase::Escalated { reason: StopReason::Timeout, .. }
+        );
+        let code = exit_status(status, timed_out);
+        self.phase = Phase::Done { code };
+        out.push(Action::Release { code });
+    }
+}
+
+/// guardian's exit status: 124 after a timeout, else the provider's code or 128+signal.
+pub fn exit_status(status: WaitStatus, timed_out: bool) -> i32 {
+    if timed_out {
+        return EXIT_TIMEOUT;
+    }
+    match (status.exit_code(), status.signal()) {
+        (Some(c), _) => c,
+        (None, Some(s)) => 128 + s,
+        (None, None) => EXIT_GUARDIAN,
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,293 @@
+//! Unit tests of the state machine: every transition, no processes, no clock.
+
+use super::*;
+
+const GRACE: Duration = Duration::from_secs(1);
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+fn state_with(timeout: Option<Duration>, wait_descendants: bool, terminal: Terminal) -> State {
+    let cfg = Config { grace: GRACE, timeout, wait_descendants, started: ms(0), job_control: true };
+    State::new(cfg, terminal, false)
+}
+
+fn state() -> State {
+    state_with(None, false, Terminal::None)
+}
+
+fn exited(code: i32) -> WaitStatus {
+    WaitStatus(code << 8)
+}
+
+fn reaped(provider: Option<WaitStatus>, echild: bool) -> Happened {
+    Happened::Reaped { provider, descendants: 0, echild, leaf_empty: None }
+}
+
+#[test]
+fn running_has_no_timer_and_forwards() {
+    let mut s = state();
+    assert_eq!(s.next_deadline(), None, "an idle guardian makes no context switch");
+    assert_eq!(s.on(Happened::Signal(libc::SIGUSR1), ms(5)), vec![Action::Forward(libc::SIGUSR1)]);
+    assert_eq!(s.phase(), Phase::Running);
+}
+
+#[test]
+fn provider_exit_with_empty_tree_releases_at_once() {
+    let mut s = state();
+    let out = s.on(reaped(Some(exited(3)), true), ms(10));
+    assert_eq!(out, vec![Action::Release { code: 3 }]);
+    assert_eq!(s.phase(), Phase::Done { code: 3 });
+    assert!(s.on(Happened::StopRequest, ms(11)).is_empty(), "nothing happens after release");
+}
+
+#[test]
+fn provider_exit_drains_then_escalates_at_the_deadline() {
+    let mut s = state();
+    let out = s.on(reaped(Some(WaitStatus(libc::SIGTERM)), false), ms(100));
+    assert_eq!(out, vec![Action::Round { kill: false, outside_leaf: true }]);
+    assert!(matches!(s.phase(), Phase::Draining { reason: StopReason::ProviderExit, .. }));
+    assert_eq!(s.next_deadline(), Some(ms(110)), "first rescan");
+    s.on(Happened::RoundDone { chase: false }, ms(100));
+    // Rescans back off while they find nobody.
+    let out = s.on(Happened::Tick, ms(120));
+    assert_eq!(out, vec![Action::Round { kill: false, outside_leaf: true }]);
+    s.on(Happened::RoundDone { chase: false }, ms(120));
+    assert_eq!(s.next_deadline(), Some(ms(140)));
+    let out = s.on(Happened::Tick, ms(1100));
+    assert_eq!(out, vec![Action::KillProvider, Action::Round { kill: true, outside_leaf: true }]);
+    assert!(matches!(s.phase(), Phase::Escalated { .. }));
+    let out = s.on(reaped(None, true), ms(1150));
+    assert_eq!(out, vec![Action::Release { code: 128 + libc::SIGTERM }]);
+}
+
+#[test]
+fn first_stop_request_signals_the_provider_once_and_arms_the_grace() {
+    let mut s = state();
+    let out = s.on(Happened::StopRequest, ms(50));
+    assert_eq!(
+        out,
+        vec![Action::EmitStopping { reason: "signal", grace_ms: 1000 }, Action::StopProvider { reason: "forwarded" }]
+    );
+    assert_eq!(s.phase(), Phase::Stopping { reason: StopReason::Signal, deadline: ms(1050) });
+    assert_eq!(s.next_deadline(), Some(ms(1050)));
+    // The provider exits within the grace: its descendants hear the stop signal now.
+    let out = s.on(reaped(Some(exited(0)), false), ms(300));
+    assert_eq!(out, vec![Action::Round { kill: false, outside_leaf: true }]);
+    assert_eq!(s.phase(), Phase::Draining { reason: StopReason::Signal, deadline: ms(1050) });
+    let out = s.on(reaped(None, true), ms(400));
+    assert_eq!(out, vec![Action::Release { code: 0 }]);
+}
+
+#[test]
+fn a_further_stop_request_kills_now() {
+    let mut s = state();
+    s.on(Happened::StopRequest, ms(0));
+    let out = s.on(Happened::StopRequest, ms(10));
+    assert_eq!(
+        out,
+        vec![
+            Action::EmitStopping { reason: "kill-request", grace_ms: 0 },
+            Action::KillProvider,
+            Action::Round { kill: true, outside_leaf: true }
+        ]
+    );
+    assert!(matches!(s.phase(), Phase::Escalated { reason: StopReason::Signal, .. }));
+    // Once escalated, another request still answers (and kills again).
+    let out = s.on(Happened::StopRequest, ms(20));
+    assert_eq!(out[0], Action::EmitStopping { reason: "kill-request", grace_ms: 0 });
+    assert!(out.contains(&Action::Round { kill: true, outside_leaf: true }));
+}
+
+#[test]
+fn stop_request_while_draining_after_exit_kills_now() {
+    let mut s = state();
+    s.on(reaped(Some(exited(0)), false), ms(0));
+    let out = s.on(Happened::StopRequest, ms(5));
+    assert_eq!(out[0], Action::EmitStopping { reason: "kill-request", grace_ms: 0 });
+    assert!(matches!(s.phase(), Phase::Escalated { .. }));
+}
+
+#[test]
+fn wait_descendants_only_reaps_until_a_stop() {
+    let mut s = state_with(None, true, Terminal::None);
+    assert!(s.on(reaped(Some(exited(2)), false), ms(0)).is_empty());
+    assert_eq!(s.phase(), Phase::Reaping);
+    assert_eq!(s.next_deadline(), None);
+    // A first stop request starts a normal (graceful) teardown, not a kill.
+    let out = s.on(Happened::StopRequest, ms(10));
+    assert_eq!(
+        out,
+        vec![
+            Action::EmitStopping { reason: "signal", grace_ms: 1000 },
+            Action::Round { kill: false, outside_leaf: true }
+        ]
+    );
+    assert!(matches!(s.phase(), Phase::Draining { reason: StopReason::Signal, .. }));
+}
+
+#[test]
+fn timeout_and_parent_death_reach_the_whole_tree_at_once() {
+    let mut s = state_with(Some(ms(500)), false, Terminal::None);
+    assert_eq!(s.next_deadline(), Some(ms(500)));
+    assert!(s.on(Happened::Tick, ms(499)).is_empty());
+    let out = s.on(Happened::Tick, ms(500));
+    assert_eq!(
+        out,
+        vec![
+            Action::EmitStopping { reason: "timeout", grace_ms: 1000 },
+            Action::StopProvider { reason: "timeout" },
+            Action::Round { kill: false, outside_leaf: true }
+        ]
+    );
+    // Parent death during a stop changes nothing.
+    assert!(s.on(Happened::ParentDied, ms(600)).is_empty());
+    let out = s.on(reaped(Some(exited(0)), true), ms(700));
+    assert_eq!(out, vec![Action::Release { code: 124 }], "a timeout is 124 whatever the provider said");
+
+    let mut s = state();
+    let out = s.on(Happened::ParentDied, ms(0));
+    assert_eq!(out[1], Action::StopProvider { reason: "parent-died" });
+}
+
+#[test]
+fn zero_grace_goes_straight_to_sigkill() {
+    let cfg =
+        Config { grace: Duration::ZERO, timeout: None, wait_descendants: false, started: ms(0), job_control: true };
+    let mut s = State::new(cfg, Terminal::None, false);
+    let out = s.on(reaped(Some(exited(0)), false), ms(10));
+    assert_eq!(out, vec![Action::KillProvider, Action::Round { kill: true, outside_leaf: true }]);
+}
+
+#[test]
+fn abandon_waits_from_the_last_progress() {
+    let mut s = state();
+    s.on(Happened::StopRequest, ms(0));
+    s.on(Happened::Tick, ms(1000));
+    let Phase::Escalated { abandon_at, .. } = s.phase() else { panic!("{:?}", s.phase()) };
+    assert_eq!(abandon_at, ms(6000));
+    s.on(Happened::Reaped { provider: None, descendants: 1, echild: false, leaf_empty: None }, ms(4000));
+    assert!(!s.on(Happened::Tick, ms(6000)).contains(&Action::Abandon), "progress moved the deadline");
+    assert!(s.on(Happened::Tick, ms(9000)).contains(&Action::Abandon));
+    assert_eq!(s.phase(), Phase::Done { code: 125 });
+}
+
+#[test]
+fn leaf_needs_populated_0_as_well_as_echild() {
+    let cfg = Config { grace: GRACE, timeout: None, wait_descendants: false, started: ms(0), job_control: true };
+    let mut s = State::new(cfg, Terminal::None, true);
+    let out = s.on(reaped(Some(exited(0)), true), ms(0));
+    assert_eq!(out, vec![Action::Round { kill: false, outside_leaf: false }], "leaf still populated");
+    let out = s.on(Happened::Reaped { provider: None, descendants: 0, echild: true, leaf_empty: Some(true) }, ms(5));
+    assert_eq!(out, vec![Action::Release { code: 0 }]);
+}
+
+#[test]
+fn sigstop_from_outside_is_reported_not_copied() {
+    let mut s = state_with(None, false, Terminal::Provider);
+    let fg = Foreground::Provider;
+    let out = s.on(Happened::ProviderStopped { signal: libc::SIGSTOP, foreground: fg }, ms(0));
+    assert_eq!(out, vec![Action::EmitStopped { signal: libc::SIGSTOP }]);
+    assert_eq!(s.phase(), Phase::ProviderStopped { signal: libc::SIGSTOP });
+    assert_eq!(s.on(Happened::ProviderContinued, ms(5)), vec![Action::EmitContinued]);
+    assert_eq!(s.phase(), Phase::Running);
+}
+
+#[test]
+fn job_stop_without_a_terminal_does_not_suspend_guardian() {
+    let mut s = state_with(None, false, Terminal::None);
+    let out = s.on(Happened::ProviderStopped { signal: libc::SIGTSTP, foreground: Foreground::Other }, ms(0));
+    assert_eq!(out, vec![Action::EmitStopped { signal: libc::SIGTSTP }]);
+    assert_eq!(s.phase(), Phase::ProviderStopped { signal: libc::SIGTSTP });
+    // PID 1 (container): the kernel would discard guardian's own stop, and no shell
+    // above would see it: ^Z means nothing, the provider is continued.
+    let cfg = Config { grace: GRACE, timeout: None, wait_descendants: false, started: ms(0), job_control: false };
+    let mut s = State::new(cfg, Terminal::Provider, false);
+    let out = s.on(Happened::ProviderStopped { signal: libc::SIGTSTP, foreground: Foreground::Provider }, ms(0));
+    assert_eq!(out, vec![Action::EmitStopped { signal: libc::SIGTSTP }, Action::ContinueProviderGroup]);
+    assert_eq!(s.phase(), Phase::Running);
+}
+
+#[test]
+fn ctrl_z_suspends_guardian_and_fg_hands_the_terminal_back() {
+    let mut s = state_with(None, false, Terminal::Provider);
+    let out = s.on(Happened::ProviderStopped { signal: libc::SIGTSTP, foreground: Foreground::Provider }, ms(0));
+    assert_eq!(
+        out,
+        vec![Action::EmitStopped { signal: libc::SIGTSTP }, Action::TakeTerminal, Action::SuspendSelf(libc::SIGTSTP)]
+    );
+    assert_eq!(s.phase(), Phase::GuardianSuspended { signal: libc::SIGTSTP });
+    // fg: the shell gave guardian's group the terminal, then SIGCONT.
+    let out = s.on(Happened::Continued { foreground: true }, ms(10));
+    assert_eq!(out, vec![Action::GiveTerminal, Action::ContinueProviderGroup]);
+    s.on(Happened::ProviderContinued, ms(11));
+    assert_eq!(s.phase(), Phase::Running);
+}
+
+#[test]
+fn bg_continues_the_provider_without_the_terminal() {
+    let mut s = state_with(None, false, Terminal::Provider);
+    s.on(Happened::ProviderStopped { signal: libc::SIGTSTP, foreground: Foreground::Provider }, ms(0));
+    let out = s.on(Happened::Continued { foreground: false }, ms(10));
+    assert_eq!(out, vec![Action::ContinueProviderGroup]);
+    // A background read from the terminal stops it again: the job stops again.
+    s.on(Happened::ProviderContinued, ms(11));
+    let out = s.on(Happened::ProviderStopped { signal: libc::SIGTTIN, foreground: Foreground::Other }, ms(20));
+    assert_eq!(out, vec![Action::EmitStopped { signal: libc::SIGTTIN }, Action::SuspendSelf(libc::SIGTTIN)]);
+    // `guardian -- cmd &` that reads the terminal: the job stops (tty input).
+    let mut s = state_with(None, false, Terminal::Guardian);
+    let out = s.on(Happened::ProviderStopped { signal: libc::SIGTTIN, foreground: Foreground::Other }, ms(20));
+    assert_eq!(out, vec![Action::EmitStopped { signal: libc::SIGTTIN }, Action::SuspendSelf(libc::SIGTTIN)]);
+}
+
+#[test]
+fn refused_suspend_resumes_the_provider() {
+    let mut s = state_with(None, false, Terminal::Provider);
+    s.on(Happened::ProviderStopped { signal: libc::SIGTSTP, foreground: Foreground::Provider }, ms(0));
+    let out = s.on(Happened::SuspendRefused, ms(1));
+    assert_eq!(out, vec![Action::GiveTerminal, Action::ContinueProviderGroup]);
+    assert_eq!(s.phase(), Phase::Running);
+}
+
+#[test]
+fn fg_of_a_background_guardian_gives_the_provider_the_terminal() {
+    let mut s = state_with(None, false, Terminal::Guardian);
+    let out = s.on(Happened::Continued { foreground: true }, ms(0));
+    assert_eq!(out, vec![Action::GiveTerminal, Action::Forward(libc::SIGCONT)]);
+    let mut s = state_with(None, false, Terminal::None);
+    assert_eq!(s.on(Happened::Continued { foreground: true }, ms(0)), vec![Action::Forward(libc::SIGCONT)]);
+}
+
+#[test]
+fn stop_request_while_suspended_or_stopped_stops_and_continues_the_provider() {
+    for stop in [libc::SIGSTOP, libc::SIGTSTP] {
+        let mut s = state_with(Some(ms(100)), false, Terminal::Provider);
+        s.on(Happened::ProviderStopped { signal: stop, foreground: Foreground::Provider }, ms(0));
+        let out = s.on(Happened::StopRequest, ms(5));
+        assert_eq!(
+            out[1..],
+            [Action::StopProvider { reason: "forwarded" }, Action::ContinueProviderGroup],
+            "the stop signal, then SIGCONT to the whole stopped group"
+        );
+        assert!(matches!(s.phase(), Phase::Stopping { .. }));
+    }
+    // --timeout counts wall time while the provider is stopped.
+    let mut s = state_with(Some(ms(100)), false, Terminal::None);
+    s.on(Happened::ProviderStopped { signal: libc::SIGSTOP, foreground: Foreground::Other }, ms(0));
+    assert_eq!(s.next_deadline(), Some(ms(100)));
+    assert!(s.on(Happened::Tick, ms(100)).contains(&Action::StopProvider { reason: "timeout" }));
+    // Provider exit while stopped (killed from outside) drains as usual, the terminal back.
+    let mut s = state_with(None, false, Terminal::Provider);
+    s.on(Happened::ProviderStopped { signal: libc::SIGSTOP, foreground: Foreground::Provider }, ms(0));
+    let out = s.on(reaped(Some(WaitStatus(libc::SIGKILL)), true), ms(5));
+    assert_eq!(out, vec![Action::TakeTerminal, Action::Release { code: 137 }]);
+}
+
+#[test]
+fn exit_statuses() {
+    assert_eq!(exit_status(exited(0), false), 0);
+    assert_eq!(exit_status(exited(42), false), 42);
+    assert_eq!(exit_status(WaitStatus(libc::SIGKILL), false), 137);
+    assert_eq!(exit_status(exited(0), true), 124);
+}
