@@ -521,11 +521,13 @@ impl Supervisor {
     fn release(&mut self, code: i32) -> i32 {
         let (mut cgroup_path, mut oom_kill) = (None, None);
         if let Some(leaf) = self.tree.leaf.as_mut() {
-            cgroup_path = Some(leaf.path_text());
             oom_kill = leaf.oom_kills();
+            // `released.cgroup` names the leaf only once it is really gone: a leaf that could
+            // not be removed is reported here, never claimed removed.
             if let Err(e) = leaf.remove() {
                 crate::warn!("could not remove the leaf cgroup {}: {e}; 'guardian sweep' will", leaf.path.display());
             } else {
+                cgroup_path = Some(leaf.path_text());
                 crate::debug!("removed the leaf cgroup {}", leaf.path.display());
             }
         }
