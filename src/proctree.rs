@@ -26,6 +26,18 @@ pub struct Stat {
     pub starttime: u64,
 }
 
+impl Stat {
+    /// Whether the process has exited and only waits to be reaped. `stat` describes the main
+    /// thread: a process whose main thread exited (`pthread_exit` in `main`, or `SYS_exit` on
+    /// the main thread) shows `Z` while its other threads run. Such a process lives: it keeps
+    /// its pid, `pidfd_open` works on it, a process-directed signal reaches its live threads,
+    /// and it is not reaped before the last one exits. `num_threads` still counts the exited
+    /// leader, so a process is dead only when it shows `Z` as its one thread (or `X`).
+    pub fn is_dead(&self) -> bool {
+        self.state == b'X' || (self.state == b'Z' && self.threads <= 1)
+    }
+}
+
 /// Parses the text of `/proc/PID/stat`.
 pub fn parse_stat(buf: &[u8]) -> Option<Stat> {
     let open = buf.iter().position(|&b| b == b'(')?;
@@ -45,6 +57,18 @@ pub fn parse_stat(buf: &[u8]) -> Option<Stat> {
     let threads = it.nth(13)?.parse().ok()?;
     let starttime = it.nth(1)?.parse().ok()?;
     Some(Stat { pid, state, ppid, pgrp, session, threads, starttime })
+}
+
+/// How much of a `/proc` file one `read` returns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Extent {
+    /// The kernel formats the whole file at once (`stat`, `cgroup`, fdinfo: one `show` into
+    /// a buffer that grows until it fits) and a read returns as much of it as asked for, so
+    /// a short read is the end: that saves a second read per process on every scan.
+    OnePiece,
+    /// The kernel formats the file record by record (`children`: one record per child) and
+    /// a read returns at most one page of them, so only a read of 0 bytes is the end.
+    Records,
 }
 
 /// An open `/proc` directory, reused for every scan.
@@ -71,28 +95,29 @@ impl Proc {
 
     /// The text of `/proc/PID/cgroup`; `None` when the process is gone.
     pub fn cgroup(&mut self, pid: i32) -> Option<String> {
-        let n = self.read_file(&format!("{pid}/cgroup")).ok()?;
+        let n = self.read_file(&format!("{pid}/cgroup"), Extent::OnePiece).ok()?;
         Some(String::from_utf8_lossy(&self.buf[..n]).into_owned())
     }
 
     fn read_stat_path(&mut self, path: &str) -> Option<Stat> {
-        let n = self.read_file(path).ok()?;
+        let n = self.read_file(path, Extent::OnePiece).ok()?;
         parse_stat(&self.buf[..n])
     }
 
-    fn read_file(&mut self, path: &str) -> io::Result<usize> {
+    /// Reads a `/proc` file into `buf`; returns its length.
+    fn read_file(&mut self, path: &str, extent: Extent) -> io::Result<usize> {
         let fd = rustix::fs::openat(&self.dir, path, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())?;
         self.buf.resize(self.buf.capacity().max(1024), 0);
         let mut len = 0;
         loop {
             let n = rustix::io::read(&fd, &mut self.buf[len..])?;
             len += n;
-            // procfs produces these small files in one read: a short read is the end, which
-            // saves a second read per process on every scan.
-            if n == 0 || len < self.buf.len() {
+            if n == 0 || (extent == Extent::OnePiece && len < self.buf.len()) {
                 return Ok(len);
             }
-            self.buf.resize(len * 2, 0);
+            if len == self.buf.len() {
+                self.buf.resize(len * 2, 0);
+            }
         }
     }
 
@@ -122,7 +147,7 @@ impl Proc {
     /// Whether this kernel has `/proc/PID/task/TID/children` files.
     pub fn has_children_files(&mut self) -> bool {
         let me = std::process::id();
-        self.read_file(&format!("{me}/task/{me}/children")).is_ok()
+        self.read_file(&format!("{me}/task/{me}/children"), Extent::Records).is_ok()
     }
 
     /// The children of a process, from the `children` file of each of its threads (of the
@@ -130,7 +155,7 @@ impl Proc {
     fn children(&mut self, st: &Stat, out: &mut Vec<i32>) -> Option<()> {
         let tids = if st.threads <= 1 { vec![st.pid] } else { self.tasks(st.pid)? };
         for tid in tids {
-            let n = self.read_file(&format!("{}/task/{tid}/children", st.pid)).ok()?;
+            let n = self.read_file(&format!("{}/task/{tid}/children", st.pid), Extent::Records).ok()?;
             let text = std::str::from_utf8(&self.buf[..n]).ok()?;
             out.extend(text.split_ascii_whitespace().filter_map(|p| p.parse::<i32>().ok()));
         }
@@ -182,7 +207,7 @@ impl Proc {
     /// The pid a pidfd refers to now (`Pid:` in its fdinfo): `None` when the process has been
     /// reaped (-1) or fdinfo is unreadable.
     pub fn pidfd_pid(&mut self, pidfd: &impl AsFd) -> Option<i32> {
-        let n = self.read_file(&format!("self/fdinfo/{}", pidfd.as_fd().as_raw_fd())).ok()?;
+        let n = self.read_file(&format!("self/fdinfo/{}", pidfd.as_fd().as_raw_fd()), Extent::OnePiece).ok()?;
         let text = std::str::from_utf8(&self.buf[..n]).ok()?;
         let line = text.lines().find_map(|l| l.strip_prefix("Pid:"))?;
         let pid: i32 = line.trim().parse().ok()?;

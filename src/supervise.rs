@@ -310,8 +310,8 @@ impl Supervisor {
             ForwardTo::Provider => ("provider", self.provider.signal(sig)),
             ForwardTo::Group => ("group", self.provider.signal_group(sig)),
         };
-        if let Err(e) = &res {
-            crate::debug!("forwarding {} to the {target} failed: {e}", signals::name(sig));
+        if !self.tree.provider_signalled(self.provider.pid, sig, &res) {
+            return;
         }
         self.events.emit(
             "signal",
@@ -328,8 +328,8 @@ impl Supervisor {
             (_, libc::SIGKILL) | (ForwardTo::Provider, _) => ("provider", self.provider.signal(sig)),
             (ForwardTo::Group, _) => ("group", self.provider.signal_group(sig)),
         };
-        if let Err(e) = &res {
-            crate::debug!("sending {} to the provider failed: {e}", signals::name(sig));
+        if !self.tree.provider_signalled(self.provider.pid, sig, &res) {
+            return;
         }
         self.events.emit(
             "signal",
@@ -461,8 +461,11 @@ impl Supervisor {
                 // The SIGTERM was already forwarded: the provider stops its own tree first.
                 return;
             }
-            // guardian's own decision (timeout, parent death): the whole tree hears it now.
-            self.signal_provider(self.settings.stop_signal, reason.name());
+            // guardian's own decision (timeout, parent death): the whole tree hears it now (the
+            // provider through the round when that round is a `kill(-1)`).
+            if !self.tree.stop_round_reaches_provider() {
+                self.signal_provider(self.settings.stop_signal, reason.name());
+            }
         }
         if !self.rounds {
             self.start_rounds();
@@ -551,16 +554,19 @@ impl Supervisor {
     /// SIGKILL was sent long ago and children remain that guardian cannot see or signal.
     /// Exiting is honest only as a failure: `error`, never `released`.
     fn abandon(&mut self) -> ! {
+        let remaining = self.tree.remaining();
         let unkillable = &self.tree.stats.unkillable;
         let message = format!(
-            "descendants remain after SIGKILL (not permitted to signal: {:?}; others may be hidden from /proc); giving up",
-            unkillable
+            "processes remain after SIGKILL: {remaining:?} (not permitted to signal: {unkillable:?}; others may be hidden from /proc); giving up"
         );
         crate::fatal!("{message}");
         if let Some(leaf) = self.tree.leaf.as_mut() {
             leaf.remove_now();
         }
-        self.events.emit("error", json!({"status": 125, "message": message, "unkillable": unkillable}));
+        self.events.emit(
+            "error",
+            json!({"status": 125, "message": message, "unkillable": unkillable, "remaining": remaining}),
+        );
         let events = std::mem::replace(&mut self.events, Events::disabled());
         events.close(EVENTS_CLOSE_WAIT);
         std::process::exit(125);
