@@ -267,6 +267,15 @@ mod tests {
     }
 
     #[test]
+    fn a_zombie_main_thread_with_live_threads_is_alive() {
+        let st = |state, threads| Stat { pid: 9, state, ppid: 1, pgrp: 9, session: 9, threads, starttime: 1 };
+        assert!(st(b'Z', 1).is_dead(), "a zombie: only its exited main thread is left");
+        assert!(st(b'X', 1).is_dead());
+        assert!(!st(b'Z', 2).is_dead(), "main thread exited, another thread runs");
+        assert!(!st(b'S', 1).is_dead() && !st(b'T', 3).is_dead());
+    }
+
+    #[test]
     fn rejects_truncated_or_garbage() {
         assert_eq!(parse_stat(b""), None);
         assert_eq!(parse_stat(b"12 (x"), None);

@@ -1,10 +1,13 @@
 //! teardown: signalling every descendant guardian has, in rounds. A round discovers the
 //! tree (a walk of the `/proc/PID/task/TID/children` files; where the kernel lacks them, a
 //! listing of all of `/proc` that reaches the pids born since the last round first; or
-//! `kill(-1)` as PID 1 of its namespace), opens a pidfd per descendant, revalidates its identity (start time, parent still in the
-//! tree, pidfd still naming that pid), sends the signal and closes the pidfd again, so
-//! guardian never holds one fd per descendant. Each process gets the stop signal once and
-//! SIGKILL once; later rounds only reach newcomers. The supervise loop decides when rounds
+//! `kill(-1)` as PID 1 of its namespace), opens a pidfd per descendant, revalidates its
+//! identity (start time, parent still in the tree, pidfd still naming that pid), sends the
+//! signal and closes the pidfd again, so guardian never holds one fd per descendant. Each
+//! process gets the stop signal once and SIGKILL once; later rounds only reach newcomers. A
+//! process is skipped as dead only when it has exited entirely ([`Stat::is_dead`]: a `Z`
+//! main thread with live threads is a live process), and only signals that were delivered
+//! are reported; one guardian may not send is named in `unkillable`. The supervise loop decides when rounds
 //! run and when the grace period ends; the kernel's ECHILD decides when the tree is gone.
 //!
 //! In cgroup mode a round first covers the members of the provider's leaf (read from

@@ -180,8 +180,7 @@ fn leaderless(nonce: &str) -> Vec<i32> {
         }
         let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else { continue };
         let tagged = tasks.flatten().any(|t| {
-            fs::read(t.path().join("cmdline"))
-                .is_ok_and(|c| c.windows(nonce.len()).any(|w| w == nonce.as_bytes()))
+            fs::read(t.path().join("cmdline")).is_ok_and(|c| c.windows(nonce.len()).any(|w| w == nonce.as_bytes()))
         });
         if tagged {
             out.push(pid);
@@ -309,7 +308,9 @@ fn pthread_exit_in_main_is_stopped_as_pid1() {
 #[test]
 fn unsignallable_provider_is_named_and_no_signal_is_claimed() {
     if !is_root() {
-        eprintln!("SKIPPED unsignallable_provider_is_named_and_no_signal_is_claimed: not root (needs a set-user-ID root program)");
+        eprintln!(
+            "SKIPPED unsignallable_provider_is_named_and_no_signal_is_claimed: not root (needs a set-user-ID root program)"
+        );
         return;
     }
     let ctx = Ctx::new("unsignallable");
