@@ -166,7 +166,7 @@ impl Tree {
                 Discovery::Blind => 0,
                 // With the namespace's own /proc, a stop round signals each process once, as a
                 // scan does (a repeated `kill(-1)` would repeat the stop signal to everyone).
-                Discovery::Broadcast if r.phase == Phase::Stop && self.proc.is_some() => {
+                Discovery::Broadcast if r.phase == Phase::Stop && self.stops_each_process() => {
                     if scan {
                         self.scan_round(&r, events)
                     } else {
@@ -183,7 +183,13 @@ impl Tree {
     /// send it the stop signal apart (it would get it twice): broadcast mode without the
     /// namespace's `/proc`, where the stop round is one `kill(-1)` that cannot leave it out.
     pub fn stop_round_reaches_provider(&self) -> bool {
-        self.discovery == Discovery::Broadcast && self.proc.is_none() && !self.namespace_stopped
+        self.discovery == Discovery::Broadcast && !self.stops_each_process() && !self.namespace_stopped
+    }
+
+    /// As PID 1: whether stop rounds signal each process through the namespace's `/proc`
+    /// (which needs pidfds for all but guardian's direct children), rather than `kill(-1)`.
+    fn stops_each_process(&self) -> bool {
+        self.proc.is_some() && self.use_pidfd
     }
 
     /// The leaf's part of a round: the stop signal to each verified member, or `cgroup.kill`.
@@ -310,7 +316,9 @@ impl Tree {
     /// since nothing tells a newcomer from a process that already had it.
     fn broadcast(&mut self, r: &Round<'_>, events: &mut Events) -> usize {
         let (sig, cont, reason) = (r.sig, r.cont, r.reason);
-        if r.phase == Phase::Stop && self.namespace_stopped {
+        // Once per teardown, and never after processes had it one by one (pidfds refused
+        // midway): a `kill(-1)` would repeat it to them.
+        if r.phase == Phase::Stop && (self.namespace_stopped || !self.stopped.is_empty()) {
             return 0;
         }
         // PID 1 of its own namespace: every other process in it is guardian's descendant.
