@@ -75,12 +75,14 @@ enum Extent {
 pub struct Proc {
     dir: OwnedFd,
     buf: Vec<u8>,
+    /// `PIDFD_GET_INFO` answers (Linux 6.13); else a pidfd's pid is read from its fdinfo.
+    pidfd_info: bool,
 }
 
 impl Proc {
     pub fn open() -> io::Result<Proc> {
         let dir = rustix::fs::open("/proc", OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?;
-        Ok(Proc { dir, buf: Vec::with_capacity(512) })
+        Ok(Proc { dir, buf: Vec::with_capacity(512), pidfd_info: true })
     }
 
     /// Whether this `/proc` belongs to guardian's PID namespace (its `self` is our pid).
@@ -204,9 +206,25 @@ impl Proc {
         out
     }
 
-    /// The pid a pidfd refers to now (`Pid:` in its fdinfo): `None` when the process has been
-    /// reaped (-1) or fdinfo is unreadable.
+    /// The pid a pidfd refers to now: `None` when the process has been reaped. Asked with
+    /// `PIDFD_GET_INFO` (one ioctl), or where the kernel lacks it (before 6.13) read from
+    /// `Pid:` in the pidfd's fdinfo (open, read, close).
     pub fn pidfd_pid(&mut self, pidfd: &impl AsFd) -> Option<i32> {
+        if self.pidfd_info {
+            match crate::sys::pidfd_get_pid(pidfd.as_fd()) {
+                Ok(pid) => return (pid > 0).then_some(pid),
+                Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return None,
+                Err(e) => {
+                    crate::debug!("PIDFD_GET_INFO refused ({e}); a pidfd's pid is read from its fdinfo instead");
+                    self.pidfd_info = false;
+                }
+            }
+        }
+        self.pidfd_pid_fdinfo(pidfd)
+    }
+
+    /// The pid a pidfd refers to, from `Pid:` in its fdinfo (-1 once reaped).
+    fn pidfd_pid_fdinfo(&mut self, pidfd: &impl AsFd) -> Option<i32> {
         let n = self.read_file(&format!("self/fdinfo/{}", pidfd.as_fd().as_raw_fd()), Extent::OnePiece).ok()?;
         let text = std::str::from_utf8(&self.buf[..n]).ok()?;
         let line = text.lines().find_map(|l| l.strip_prefix("Pid:"))?;
@@ -321,6 +339,34 @@ mod tests {
         assert!(c.is_some() && g.is_some(), "walk found {found:?}");
         assert!(c < g, "parents come before their children");
         assert_eq!(found[g.unwrap()].ppid, child.id() as i32);
+    }
+
+    /// Both ways of reading a pidfd's pid agree: the child's pid while it lives (or is a
+    /// zombie), `None` once reaped. `pidfd_info` off is the path of kernels before 6.13.
+    #[test]
+    fn pidfd_pid_with_and_without_pidfd_get_info() {
+        let mut proc = Proc::open().unwrap();
+        let mut child = std::process::Command::new("sleep").arg("30.14159").spawn().unwrap();
+        let pid = child.id() as i32;
+        let fd = crate::sys::pidfd_open(pid).unwrap();
+        let both = |proc: &mut Proc| {
+            let with = proc.pidfd_pid(&fd);
+            proc.pidfd_info = false;
+            let without = proc.pidfd_pid(&fd);
+            proc.pidfd_info = true;
+            (with, without)
+        };
+        let live = both(&mut proc);
+        let _ = child.kill();
+        let dying = both(&mut proc);
+        let _ = child.wait();
+        let reaped = both(&mut proc);
+        assert_eq!(live, (Some(pid), Some(pid)));
+        assert_eq!(dying, (Some(pid), Some(pid)));
+        assert_eq!(reaped, (None, None));
+        if crate::sys::pidfd_get_pid(fd.as_fd()).is_err_and(|e| e.raw_os_error() != Some(libc::ESRCH)) {
+            eprintln!("note: PIDFD_GET_INFO is refused here: both answers came from fdinfo");
+        }
     }
 
     fn kill_pid(pid: i32) -> std::io::Result<()> {
