@@ -263,7 +263,8 @@ fn main_thread_exit(how: &str, mode: Mode) {
     let ctx = Ctx::new(&format!("leaderless-{how}"));
     let prog = compile(&ctx, "leaderless", MAIN_THREAD_EXIT);
     ctx.fifo("go");
-    let builder = ctx.guardian().args(["--grace", "3s"]).script(&format!(
+    // A long grace: the process exits on the stop signal, so only a failure waits for it.
+    let builder = ctx.guardian().args(["--grace", "10s"]).script(&format!(
         "{} {how} term.log {} & until read _ < go 2>/dev/null; do :; done; exit 3",
         prog.display(),
         ctx.tag()
@@ -351,10 +352,12 @@ fn stop_signal_once(mode: Mode, mount_proc: bool, timeout: bool) {
     let ctx = Ctx::new("stop-once");
     let prog = compile(&ctx, "counter", COUNTER);
     let tag = ctx.tag();
-    let builder = ctx.guardian().args(["--grace", "2s"]);
+    // Long enough for the counters' handlers to run on a loaded machine before SIGKILL, and for
+    // a repeating teardown to repeat the signal many times.
+    let builder = ctx.guardian().args(["--grace", "5s"]);
     let builder = if timeout {
         let p = prog.to_str().expect("utf-8 path");
-        builder.args(["--timeout", "1s"]).command([p, "provider.log", tag.as_str(), "child.log"])
+        builder.args(["--timeout", "3s"]).command([p, "provider.log", tag.as_str(), "child.log"])
     } else {
         builder.script(&format!(
             "{} child.log {tag} & while [ ! -e child.log.ready ]; do sleep 0.01; done; exit 7",
