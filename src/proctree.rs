@@ -1,10 +1,11 @@
 //! proctree: guardian's view of its process tree through `/proc`. Parses `/proc/PID/stat`
 //! (after the last `)`: comm may hold spaces and parentheses), lists every process, computes
 //! the descendants of guardian in breadth-first order (parents before children), and checks
-//! that a pidfd still names the process a scan saw (`/proc/self/fdinfo`). Where the kernel
-//! has `/proc/PID/task/TID/children` (CONFIG_PROC_CHILDREN), [`Proc::walk`] reaches the
-//! descendants top-down, at a cost that follows the tree, not the number of processes on the
-//! machine; elsewhere a round lists all of `/proc`.
+//! that a pidfd still names the process a scan saw (`PIDFD_GET_INFO`, else
+//! `/proc/self/fdinfo`). Where the kernel has `/proc/PID/task/TID/children`
+//! (CONFIG_PROC_CHILDREN), [`Proc::walk`] reaches the descendants top-down, at a cost that
+//! follows the tree, not the number of processes on the machine; elsewhere a round lists all
+//! of `/proc`.
 
 use std::collections::HashMap;
 use std::io;

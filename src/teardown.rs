@@ -7,8 +7,9 @@
 //! process gets the stop signal once and SIGKILL once; later rounds only reach newcomers. A
 //! process is skipped as dead only when it has exited entirely ([`Stat::is_dead`]: a `Z`
 //! main thread with live threads is a live process), and only signals that were delivered
-//! are reported; one guardian may not send is named in `unkillable`. The supervise loop decides when rounds
-//! run and when the grace period ends; the kernel's ECHILD decides when the tree is gone.
+//! are reported; a process guardian may not signal is named in `unkillable`. The supervise
+//! loop decides when rounds run and when the grace period ends; the kernel's ECHILD decides
+//! when the tree is gone.
 //!
 //! In cgroup mode a round first covers the members of the provider's leaf (read from
 //! `cgroup.procs`, recursively; each verified through pidfd_open + `/proc/PID/cgroup` +
