@@ -324,9 +324,11 @@ impl Supervisor {
         if self.status.is_some() {
             return;
         }
-        let (target, res) = match (self.settings.forward_to, sig) {
-            (_, libc::SIGKILL) | (ForwardTo::Provider, _) => ("provider", self.provider.signal(sig)),
-            (ForwardTo::Group, _) => ("group", self.provider.signal_group(sig)),
+        // The stop rounds give each descendant the stop signal once: the group hears it there.
+        let group = self.settings.forward_to == ForwardTo::Group && !self.tree.rounds_reach_descendants();
+        let (target, res) = match (group, sig) {
+            (false, _) | (_, libc::SIGKILL) => ("provider", self.provider.signal(sig)),
+            (true, _) => ("group", self.provider.signal_group(sig)),
         };
         if !self.tree.provider_signalled(self.provider.pid, sig, &res) {
             return;

@@ -187,6 +187,13 @@ impl Tree {
         self.discovery == Discovery::Broadcast && !self.stops_each_process() && !self.namespace_stopped
     }
 
+    /// Whether rounds reach every descendant (not in blind mode). Then guardian's own stop
+    /// signal to the provider must not go to its process group too: the group's members would
+    /// hear it twice.
+    pub fn rounds_reach_descendants(&self) -> bool {
+        self.discovery != Discovery::Blind
+    }
+
     /// As PID 1: whether stop rounds signal each process through the namespace's `/proc`
     /// (which needs pidfds for all but guardian's direct children), rather than `kill(-1)`.
     fn stops_each_process(&self) -> bool {

@@ -348,13 +348,13 @@ fn unsignallable_provider_is_named_and_no_signal_is_claimed() {
 
 /// A descendant that counts SIGTERMs and ignores them hears exactly one, then is killed;
 /// under `--timeout`, so does the provider (also a counter, with a counting child).
-fn stop_signal_once(mode: Mode, mount_proc: bool, timeout: bool) {
+fn stop_signal_once(mode: Mode, mount_proc: bool, timeout: bool, extra: &[&str]) {
     let ctx = Ctx::new("stop-once");
     let prog = compile(&ctx, "counter", COUNTER);
     let tag = ctx.tag();
     // Long enough for the counters' handlers to run on a loaded machine before SIGKILL, and for
     // a repeating teardown to repeat the signal many times.
-    let builder = ctx.guardian().args(["--grace", "5s"]);
+    let builder = ctx.guardian().args(["--grace", "5s"]).args(extra);
     let builder = if timeout {
         let p = prog.to_str().expect("utf-8 path");
         builder.args(["--timeout", "3s"]).command([p, "provider.log", tag.as_str(), "child.log"])
@@ -384,31 +384,38 @@ fn stop_signal_once(mode: Mode, mount_proc: bool, timeout: bool) {
 
 #[test]
 fn stop_signal_once_to_descendants_in_scan_mode() {
-    stop_signal_once(Mode::Scan, false, false);
+    stop_signal_once(Mode::Scan, false, false, &[]);
 }
 
 #[test]
 fn stop_signal_once_to_provider_and_descendants_under_timeout_in_scan_mode() {
-    stop_signal_once(Mode::Scan, false, true);
+    stop_signal_once(Mode::Scan, false, true, &[]);
+}
+
+/// The provider's process group (its child is in it) hears the timeout's stop signal from the
+/// round, not a second time through the group.
+#[test]
+fn stop_signal_once_under_timeout_with_forward_to_group() {
+    stop_signal_once(Mode::Scan, false, true, &["--forward-to", "group"]);
 }
 
 #[test]
 fn stop_signal_once_to_descendants_as_pid1() {
     skip_unless_pidns!("stop_signal_once_to_descendants_as_pid1");
-    stop_signal_once(Mode::Pid1, true, false);
+    stop_signal_once(Mode::Pid1, true, false, &[]);
 }
 
 #[test]
 fn stop_signal_once_to_provider_and_descendants_under_timeout_as_pid1() {
     skip_unless_pidns!("stop_signal_once_to_provider_and_descendants_under_timeout_as_pid1");
-    stop_signal_once(Mode::Pid1, true, true);
+    stop_signal_once(Mode::Pid1, true, true, &[]);
 }
 
 #[test]
 fn stop_signal_once_as_pid1_without_the_namespaces_proc() {
     skip_unless_pidns!("stop_signal_once_as_pid1_without_the_namespaces_proc");
-    stop_signal_once(Mode::Pid1, false, false);
-    stop_signal_once(Mode::Pid1, false, true);
+    stop_signal_once(Mode::Pid1, false, false, &[]);
+    stop_signal_once(Mode::Pid1, false, true, &[]);
 }
 
 // ---------------------------------------------------------------------------------------
