@@ -130,17 +130,28 @@ int main(int argc, char **argv) {
 "#;
 
 /// Set-user-ID root: becomes root in every uid (real, effective, saved), so an unprivileged
-/// guardian may not signal it, writes READY and waits. argv: READY TAG.
+/// guardian may not signal it, creates `ready` in its working directory and waits. Only
+/// `nobody` may use it (and only group 65534 may run it at all). argv: TAG.
 const BECOME_ROOT: &str = r#"
 #include <fcntl.h>
 #include <unistd.h>
-int main(int argc, char **argv) {
-    if (argc < 3) return 2;
+int main(void) {
+    if (getuid() != 65534) return 2;
     if (setresgid(0, 0, 0) || setresuid(0, 0, 0)) return 3;
-    close(open(argv[1], O_WRONLY | O_CREAT | O_CLOEXEC, 0666));
+    close(open("ready", O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644));
     for (;;) pause();
 }
 "#;
+
+/// Removes a set-user-ID program when the test ends, even when it fails (`Ctx` keeps the files
+/// of a failed test).
+struct SetuidProgram(PathBuf);
+
+impl Drop for SetuidProgram {
+    fn drop(&mut self) {
+        let _ = fs::remove_file(&self.0);
+    }
+}
 
 /// Compiles `source` into the test's directory as `NAME-TAG` (so argv[0] carries the nonce).
 fn compile(ctx: &Ctx, name: &str, source: &str) -> PathBuf {
@@ -316,16 +327,18 @@ fn unsignallable_provider_is_named_and_no_signal_is_claimed() {
     }
     let ctx = Ctx::new("unsignallable");
     let prog = compile(&ctx, "become-root", BECOME_ROOT);
-    // Owned by root, set-user-ID: guardian (nobody) starts it, and it becomes root.
+    let _remove = SetuidProgram(prog.clone());
+    // Owned by root, set-user-ID, executable by group 65534 only: guardian (nobody) starts it,
+    // and it becomes root.
     let c = std::ffi::CString::new(prog.as_os_str().as_encoded_bytes()).expect("path");
     // SAFETY: a valid NUL-terminated path.
-    assert_eq!(unsafe { libc::chown(c.as_ptr(), 0, 0) }, 0);
-    fs::set_permissions(&prog, fs::Permissions::from_mode(0o4755)).expect("chmod u+s");
+    assert_eq!(unsafe { libc::chown(c.as_ptr(), 0, NOBODY) }, 0);
+    fs::set_permissions(&prog, fs::Permissions::from_mode(0o4750)).expect("chmod u+s");
     let tag = ctx.tag();
     let mut g = ctx
         .guardian()
         .args(["--timeout", "1s", "--grace", "1s"])
-        .command([prog.to_str().expect("utf-8 path"), "ready", tag.as_str()])
+        .command([prog.to_str().expect("utf-8 path"), tag.as_str()])
         .spawn();
     let spawned = g.wait_event_named("spawned");
     let provider = spawned["pid"].as_i64().expect("spawned.pid") as i32;
