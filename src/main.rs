@@ -212,7 +212,7 @@ fn setup_and_supervise(cli: cli::Cli) -> Result<i32, Failure> {
         timeout: cli.timeout,
         wait_descendants: cli.wait_descendants,
     };
-    let tree = Tree::new(discovery, if discovery == Discovery::Scan { proc } else { None }, leaf);
+    let tree = Tree::new(discovery, proc, leaf);
     let sup = Supervisor::new(settings, sigfd, spawned.provider, spawned.pgid, parent, events, tree, take_terminal);
     // Everything start-up needed is done: hand its heap and stack pages back before idling.
     sys::release_startup_memory();

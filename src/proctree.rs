@@ -1,10 +1,11 @@
 //! proctree: guardian's view of its process tree through `/proc`. Parses `/proc/PID/stat`
 //! (after the last `)`: comm may hold spaces and parentheses), lists every process, computes
 //! the descendants of guardian in breadth-first order (parents before children), and checks
-//! that a pidfd still names the process a scan saw (`/proc/self/fdinfo`). Where the kernel
-//! has `/proc/PID/task/TID/children` (CONFIG_PROC_CHILDREN), [`Proc::walk`] reaches the
-//! descendants top-down, at a cost that follows the tree, not the number of processes on the
-//! machine; elsewhere a round lists all of `/proc`.
+//! that a pidfd still names the process a scan saw (`PIDFD_GET_INFO`, else
+//! `/proc/self/fdinfo`). Where the kernel has `/proc/PID/task/TID/children`
+//! (CONFIG_PROC_CHILDREN), [`Proc::walk`] reaches the descendants top-down, at a cost that
+//! follows the tree, not the number of processes on the machine; elsewhere a round lists all
+//! of `/proc`.
 
 use std::collections::HashMap;
 use std::io;
@@ -24,6 +25,18 @@ pub struct Stat {
     pub threads: u32,
     /// Start time in clock ticks since boot (field 22): with the pid, a process identity.
     pub starttime: u64,
+}
+
+impl Stat {
+    /// Whether the process has exited and only waits to be reaped. `stat` describes the main
+    /// thread: a process whose main thread exited (`pthread_exit` in `main`, or `SYS_exit` on
+    /// the main thread) shows `Z` while its other threads run. Such a process lives: it keeps
+    /// its pid, `pidfd_open` works on it, a process-directed signal reaches its live threads,
+    /// and it is not reaped before the last one exits. `num_threads` still counts the exited
+    /// leader, so a process is dead only when it shows `Z` as its one thread (or `X`).
+    pub fn is_dead(&self) -> bool {
+        self.state == b'X' || (self.state == b'Z' && self.threads <= 1)
+    }
 }
 
 /// Parses the text of `/proc/PID/stat`.
@@ -47,16 +60,30 @@ pub fn parse_stat(buf: &[u8]) -> Option<Stat> {
     Some(Stat { pid, state, ppid, pgrp, session, threads, starttime })
 }
 
+/// How much of a `/proc` file one `read` returns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Extent {
+    /// The kernel formats the whole file at once (`stat`, `cgroup`, fdinfo: one `show` into
+    /// a buffer that grows until it fits) and a read returns as much of it as asked for, so
+    /// a short read is the end: that saves a second read per process on every scan.
+    OnePiece,
+    /// The kernel formats the file record by record (`children`: one record per child) and
+    /// a read returns at most one page of them, so only a read of 0 bytes is the end.
+    Records,
+}
+
 /// An open `/proc` directory, reused for every scan.
 pub struct Proc {
     dir: OwnedFd,
     buf: Vec<u8>,
+    /// `PIDFD_GET_INFO` answers (Linux 6.13); else a pidfd's pid is read from its fdinfo.
+    pidfd_info: bool,
 }
 
 impl Proc {
     pub fn open() -> io::Result<Proc> {
         let dir = rustix::fs::open("/proc", OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?;
-        Ok(Proc { dir, buf: Vec::with_capacity(512) })
+        Ok(Proc { dir, buf: Vec::with_capacity(512), pidfd_info: true })
     }
 
     /// Whether this `/proc` belongs to guardian's PID namespace (its `self` is our pid).
@@ -71,28 +98,29 @@ impl Proc {
 
     /// The text of `/proc/PID/cgroup`; `None` when the process is gone.
     pub fn cgroup(&mut self, pid: i32) -> Option<String> {
-        let n = self.read_file(&format!("{pid}/cgroup")).ok()?;
+        let n = self.read_file(&format!("{pid}/cgroup"), Extent::OnePiece).ok()?;
         Some(String::from_utf8_lossy(&self.buf[..n]).into_owned())
     }
 
     fn read_stat_path(&mut self, path: &str) -> Option<Stat> {
-        let n = self.read_file(path).ok()?;
+        let n = self.read_file(path, Extent::OnePiece).ok()?;
         parse_stat(&self.buf[..n])
     }
 
-    fn read_file(&mut self, path: &str) -> io::Result<usize> {
+    /// Reads a `/proc` file into `buf`; returns its length.
+    fn read_file(&mut self, path: &str, extent: Extent) -> io::Result<usize> {
         let fd = rustix::fs::openat(&self.dir, path, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty())?;
         self.buf.resize(self.buf.capacity().max(1024), 0);
         let mut len = 0;
         loop {
             let n = rustix::io::read(&fd, &mut self.buf[len..])?;
             len += n;
-            // procfs produces these small files in one read: a short read is the end, which
-            // saves a second read per process on every scan.
-            if n == 0 || len < self.buf.len() {
+            if n == 0 || (extent == Extent::OnePiece && len < self.buf.len()) {
                 return Ok(len);
             }
-            self.buf.resize(len * 2, 0);
+            if len == self.buf.len() {
+                self.buf.resize(len * 2, 0);
+            }
         }
     }
 
@@ -122,7 +150,7 @@ impl Proc {
     /// Whether this kernel has `/proc/PID/task/TID/children` files.
     pub fn has_children_files(&mut self) -> bool {
         let me = std::process::id();
-        self.read_file(&format!("{me}/task/{me}/children")).is_ok()
+        self.read_file(&format!("{me}/task/{me}/children"), Extent::Records).is_ok()
     }
 
     /// The children of a process, from the `children` file of each of its threads (of the
@@ -130,7 +158,7 @@ impl Proc {
     fn children(&mut self, st: &Stat, out: &mut Vec<i32>) -> Option<()> {
         let tids = if st.threads <= 1 { vec![st.pid] } else { self.tasks(st.pid)? };
         for tid in tids {
-            let n = self.read_file(&format!("{}/task/{tid}/children", st.pid)).ok()?;
+            let n = self.read_file(&format!("{}/task/{tid}/children", st.pid), Extent::Records).ok()?;
             let text = std::str::from_utf8(&self.buf[..n]).ok()?;
             out.extend(text.split_ascii_whitespace().filter_map(|p| p.parse::<i32>().ok()));
         }
@@ -179,10 +207,26 @@ impl Proc {
         out
     }
 
-    /// The pid a pidfd refers to now (`Pid:` in its fdinfo): `None` when the process has been
-    /// reaped (-1) or fdinfo is unreadable.
+    /// The pid a pidfd refers to now: `None` when the process has been reaped. Asked with
+    /// `PIDFD_GET_INFO` (one ioctl), or where the kernel lacks it (before 6.13) read from
+    /// `Pid:` in the pidfd's fdinfo (open, read, close).
     pub fn pidfd_pid(&mut self, pidfd: &impl AsFd) -> Option<i32> {
-        let n = self.read_file(&format!("self/fdinfo/{}", pidfd.as_fd().as_raw_fd())).ok()?;
+        if self.pidfd_info {
+            match crate::sys::pidfd_get_pid(pidfd.as_fd()) {
+                Ok(pid) => return (pid > 0).then_some(pid),
+                Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return None,
+                Err(e) => {
+                    crate::debug!("PIDFD_GET_INFO refused ({e}); a pidfd's pid is read from its fdinfo instead");
+                    self.pidfd_info = false;
+                }
+            }
+        }
+        self.pidfd_pid_fdinfo(pidfd)
+    }
+
+    /// The pid a pidfd refers to, from `Pid:` in its fdinfo (-1 once reaped).
+    fn pidfd_pid_fdinfo(&mut self, pidfd: &impl AsFd) -> Option<i32> {
+        let n = self.read_file(&format!("self/fdinfo/{}", pidfd.as_fd().as_raw_fd()), Extent::OnePiece).ok()?;
         let text = std::str::from_utf8(&self.buf[..n]).ok()?;
         let line = text.lines().find_map(|l| l.strip_prefix("Pid:"))?;
         let pid: i32 = line.trim().parse().ok()?;
@@ -242,6 +286,15 @@ mod tests {
     }
 
     #[test]
+    fn a_zombie_main_thread_with_live_threads_is_alive() {
+        let st = |state, threads| Stat { pid: 9, state, ppid: 1, pgrp: 9, session: 9, threads, starttime: 1 };
+        assert!(st(b'Z', 1).is_dead(), "a zombie: only its exited main thread is left");
+        assert!(st(b'X', 1).is_dead());
+        assert!(!st(b'Z', 2).is_dead(), "main thread exited, another thread runs");
+        assert!(!st(b'S', 1).is_dead() && !st(b'T', 3).is_dead());
+    }
+
+    #[test]
     fn rejects_truncated_or_garbage() {
         assert_eq!(parse_stat(b""), None);
         assert_eq!(parse_stat(b"12 (x"), None);
@@ -287,6 +340,34 @@ mod tests {
         assert!(c.is_some() && g.is_some(), "walk found {found:?}");
         assert!(c < g, "parents come before their children");
         assert_eq!(found[g.unwrap()].ppid, child.id() as i32);
+    }
+
+    /// Both ways of reading a pidfd's pid agree: the child's pid while it lives (or is a
+    /// zombie), `None` once reaped. `pidfd_info` off is the path of kernels before 6.13.
+    #[test]
+    fn pidfd_pid_with_and_without_pidfd_get_info() {
+        let mut proc = Proc::open().unwrap();
+        let mut child = std::process::Command::new("sleep").arg("30.14159").spawn().unwrap();
+        let pid = child.id() as i32;
+        let fd = crate::sys::pidfd_open(pid).unwrap();
+        let both = |proc: &mut Proc| {
+            let with = proc.pidfd_pid(&fd);
+            proc.pidfd_info = false;
+            let without = proc.pidfd_pid(&fd);
+            proc.pidfd_info = true;
+            (with, without)
+        };
+        let live = both(&mut proc);
+        let _ = child.kill();
+        let dying = both(&mut proc);
+        let _ = child.wait();
+        let reaped = both(&mut proc);
+        assert_eq!(live, (Some(pid), Some(pid)));
+        assert_eq!(dying, (Some(pid), Some(pid)));
+        assert_eq!(reaped, (None, None));
+        if crate::sys::pidfd_get_pid(fd.as_fd()).is_err_and(|e| e.raw_os_error() != Some(libc::ESRCH)) {
+            eprintln!("note: PIDFD_GET_INFO is refused here: both answers came from fdinfo");
+        }
     }
 
     fn kill_pid(pid: i32) -> std::io::Result<()> {

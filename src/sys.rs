@@ -202,6 +202,45 @@ pub fn pidfd_open(pid: i32) -> io::Result<OwnedFd> {
     }
 }
 
+/// The first version (64 bytes) of the kernel's `struct pidfd_info`.
+#[repr(C)]
+#[derive(Default)]
+struct PidfdInfo {
+    mask: u64,
+    cgroupid: u64,
+    pid: u32,
+    tgid: u32,
+    ppid: u32,
+    ruid: u32,
+    rgid: u32,
+    euid: u32,
+    egid: u32,
+    suid: u32,
+    sgid: u32,
+    fsuid: u32,
+    fsgid: u32,
+    exit_code: i32,
+}
+
+/// `PIDFD_INFO_PID`: ask for (and, in the answer, got) the pid fields.
+const PIDFD_INFO_PID: u64 = 1;
+/// `PIDFD_GET_INFO`: `_IOWR(0xFF, 11, struct pidfd_info)` with the 64-byte version.
+const PIDFD_GET_INFO: u32 = (3 << 30) | ((std::mem::size_of::<PidfdInfo>() as u32) << 16) | (0xFF << 8) | 11;
+
+/// `ioctl(pidfd, PIDFD_GET_INFO)` (Linux 6.13): the pid, in guardian's PID namespace, of the
+/// process a pidfd refers to; 0 when it has none there. ESRCH once that process was reaped;
+/// ENOTTY or EINVAL on older kernels.
+pub fn pidfd_get_pid(pidfd: BorrowedFd<'_>) -> io::Result<i32> {
+    let mut info = PidfdInfo { mask: PIDFD_INFO_PID, ..PidfdInfo::default() };
+    // SAFETY: `info` is a live, writable struct of the size the request encodes; the kernel
+    // writes at most that many bytes into it.
+    cvt(unsafe { libc::ioctl(pidfd.as_raw_fd(), PIDFD_GET_INFO as _, &mut info as *mut PidfdInfo) })?;
+    if info.mask & PIDFD_INFO_PID == 0 {
+        return Err(io::Error::from_raw_os_error(libc::ENOTTY));
+    }
+    Ok(info.pid as i32)
+}
+
 /// `kill(pid, sig)`. Callers may use it only on an unreaped direct child (whose PID cannot be
 /// reused) or, as PID 1 of a namespace, with `pid == -1`.
 pub fn kill(pid: i32, sig: i32) -> io::Result<()> {

@@ -1,11 +1,15 @@
 //! teardown: signalling every descendant guardian has, in rounds. A round discovers the
 //! tree (a walk of the `/proc/PID/task/TID/children` files; where the kernel lacks them, a
 //! listing of all of `/proc` that reaches the pids born since the last round first; or
-//! `kill(-1)` as PID 1 of its namespace), opens a pidfd per descendant, revalidates its identity (start time, parent still in the
-//! tree, pidfd still naming that pid), sends the signal and closes the pidfd again, so
-//! guardian never holds one fd per descendant. Each process gets the stop signal once and
-//! SIGKILL once; later rounds only reach newcomers. The supervise loop decides when rounds
-//! run and when the grace period ends; the kernel's ECHILD decides when the tree is gone.
+//! `kill(-1)` as PID 1 of its namespace), opens a pidfd per descendant, revalidates its
+//! identity (start time, parent still in the tree, pidfd still naming that pid), sends the
+//! signal and closes the pidfd again, so guardian never holds one fd per descendant. Each
+//! process gets the stop signal once and SIGKILL once; later rounds only reach newcomers. A
+//! process is skipped as dead only when it has exited entirely ([`Stat::is_dead`]: a `Z`
+//! main thread with live threads is a live process), and only signals that were delivered
+//! are reported; a process guardian may not signal is named in `unkillable`. The supervise
+//! loop decides when rounds run and when the grace period ends; the kernel's ECHILD decides
+//! when the tree is gone.
 //!
 //! In cgroup mode a round first covers the members of the provider's leaf (read from
 //! `cgroup.procs`, recursively; each verified through pidfd_open + `/proc/PID/cgroup` +
@@ -27,7 +31,10 @@ use crate::{signals, spawn, sys};
 pub enum Discovery {
     /// Scan `/proc` (which belongs to guardian's PID namespace).
     Scan,
-    /// PID 1 of a namespace whose `/proc` is foreign: `kill(-1)` reaches exactly the tree.
+    /// PID 1 of its PID namespace: every other process in it is guardian's descendant, so
+    /// `kill(-1)` reaches exactly the tree. SIGKILL rounds are `kill(-1)`. The stop signal
+    /// goes to each process once: through the `/proc` scan when `/proc` is the namespace's
+    /// own, else as one `kill(-1)` per teardown.
     Broadcast,
     /// Neither: only the provider can be signalled; orphans are waited for.
     Blind,
@@ -96,10 +103,18 @@ pub struct Tree {
     listed: HashSet<i32>,
     /// The descendants the previous round's scan found, with their start times.
     known: HashMap<i32, u64>,
+    /// Broadcast mode without a `/proc` of the namespace: the stop signal's `kill(-1)` was sent.
+    namespace_stopped: bool,
 }
 
 impl Tree {
-    pub fn new(discovery: Discovery, mut proc: Option<Proc>, leaf: Option<Leaf>) -> Tree {
+    /// `proc` is used in scan mode, and in broadcast mode when it is the namespace's own.
+    pub fn new(discovery: Discovery, proc: Option<Proc>, leaf: Option<Leaf>) -> Tree {
+        let mut proc = match discovery {
+            Discovery::Scan => proc,
+            Discovery::Broadcast => proc.and_then(|mut p| p.is_own_namespace().then_some(p)),
+            Discovery::Blind => None,
+        };
         let walk = proc.as_mut().is_some_and(|p| p.has_children_files()) && !crate::test_hooks::forced_full_scan();
         if proc.is_some() {
             crate::debug!(
@@ -122,6 +137,7 @@ impl Tree {
             leaf_killed: HashSet::new(),
             listed: HashSet::new(),
             known: HashMap::new(),
+            namespace_stopped: false,
         }
     }
 
@@ -149,10 +165,39 @@ impl Tree {
         in_leaf
             + match self.discovery {
                 Discovery::Blind => 0,
+                // With the namespace's own /proc, a stop round signals each process once, as a
+                // scan does (a repeated `kill(-1)` would repeat the stop signal to everyone).
+                Discovery::Broadcast if r.phase == Phase::Stop && self.stops_each_process() => {
+                    if scan {
+                        self.scan_round(&r, events)
+                    } else {
+                        0
+                    }
+                }
                 Discovery::Broadcast => self.broadcast(&r, events),
                 Discovery::Scan if scan => self.scan_round(&r, events),
                 Discovery::Scan => 0,
             }
+    }
+
+    /// Whether the next stop round reaches the unreaped provider too, so the caller must not
+    /// send it the stop signal apart (it would get it twice): broadcast mode without the
+    /// namespace's `/proc`, where the stop round is one `kill(-1)` that cannot leave it out.
+    pub fn stop_round_reaches_provider(&self) -> bool {
+        self.discovery == Discovery::Broadcast && !self.stops_each_process() && !self.namespace_stopped
+    }
+
+    /// Whether rounds reach every descendant (not in blind mode). Then guardian's own stop
+    /// signal to the provider must not go to its process group too: the group's members would
+    /// hear it twice.
+    pub fn rounds_reach_descendants(&self) -> bool {
+        self.discovery != Discovery::Blind
+    }
+
+    /// As PID 1: whether stop rounds signal each process through the namespace's `/proc`
+    /// (which needs pidfds for all but guardian's direct children), rather than `kill(-1)`.
+    fn stops_each_process(&self) -> bool {
+        self.proc.is_some() && self.use_pidfd
     }
 
     /// The leaf's part of a round: the stop signal to each verified member, or `cgroup.kill`.
@@ -224,7 +269,7 @@ impl Tree {
                 continue;
             }
             let Some(st) = self.proc.as_mut().and_then(|p| p.stat(pid)) else { continue };
-            if st.state == b'Z' || st.state == b'X' || self.stopped.contains(&(pid, st.starttime)) {
+            if st.is_dead() || self.stopped.contains(&(pid, st.starttime)) {
                 continue;
             }
             if let Some(handle) = self.open_leaf_member(&st) {
@@ -265,15 +310,25 @@ impl Tree {
             if leaf_path.is_some() { "leaf members" } else { "descendants" },
             r.reason
         );
+        // As PID 1, the scan covers the namespace, as `kill(-1)` does.
+        let target = if self.discovery == Discovery::Broadcast { "namespace" } else { "descendants" };
         let event = match leaf_path {
             Some(path) => json!({"signal": sig, "target": "cgroup", "cgroup": path, "pids": sent, "reason": r.reason}),
-            None => json!({"signal": sig, "target": "descendants", "pids": sent, "reason": r.reason}),
+            None => json!({"signal": sig, "target": target, "pids": sent, "reason": r.reason}),
         };
         events.emit("signal", event);
     }
 
+    /// `kill(-1)`: every process of the namespace but guardian. SIGKILL in every kill round
+    /// (repeating it costs nothing and reaches newcomers); the stop signal once per teardown,
+    /// since nothing tells a newcomer from a process that already had it.
     fn broadcast(&mut self, r: &Round<'_>, events: &mut Events) -> usize {
         let (sig, cont, reason) = (r.sig, r.cont, r.reason);
+        // Once per teardown, and never after processes had it one by one (pidfds refused
+        // midway): a `kill(-1)` would repeat it to them.
+        if r.phase == Phase::Stop && (self.namespace_stopped || !self.stopped.is_empty()) {
+            return 0;
+        }
         // PID 1 of its own namespace: every other process in it is guardian's descendant.
         if let Err(e) = sys::kill(-1, sig) {
             if e.raw_os_error() != Some(libc::ESRCH) {
@@ -284,6 +339,7 @@ impl Tree {
         if cont {
             let _ = sys::kill(-1, libc::SIGCONT);
         }
+        self.namespace_stopped |= r.phase == Phase::Stop;
         events.emit("signal", json!({"signal": signals::name(sig), "target": "namespace", "reason": reason}));
         crate::debug!("sent {} to every process in the namespace ({reason})", signals::name(sig));
         1
@@ -424,7 +480,7 @@ impl Tree {
         sent: &mut Vec<i32>,
         events: &mut Events,
     ) {
-        if Some(d.pid) == r.provider || d.state == b'Z' || d.state == b'X' {
+        if Some(d.pid) == r.provider || d.is_dead() {
             return;
         }
         if r.phase == Phase::Kill && self.leaf_killed_now.contains(&d.pid) {
@@ -458,14 +514,49 @@ impl Tree {
                 sent.push(key.0);
                 self.done(r.phase).insert(key);
             }
-            Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
-                if !self.stats.unkillable.contains(&key.0) {
-                    crate::warn!("not permitted to signal descendant {} (it changed its user id)", key.0);
-                    self.stats.unkillable.push(key.0);
-                }
-            }
+            Err(e) if e.raw_os_error() == Some(libc::EPERM) => self.not_permitted(key.0, "descendant"),
             Err(_) => {} // ESRCH: already gone.
         }
+    }
+
+    /// Names a process guardian may not signal in `unkillable`, once.
+    fn not_permitted(&mut self, pid: i32, what: &str) {
+        if !self.stats.unkillable.contains(&pid) {
+            crate::warn!("not permitted to signal {what} {pid} (it changed its user id)");
+            self.stats.unkillable.push(pid);
+        }
+    }
+
+    /// Accounts for a signal guardian sent the provider; returns whether it was delivered, so
+    /// the caller reports only what was. A provider guardian may not signal (it changed its
+    /// user id) is named in `unkillable`.
+    pub fn provider_signalled(&mut self, pid: i32, sig: i32, res: &std::io::Result<()>) -> bool {
+        match res {
+            Ok(()) => true,
+            Err(e) => {
+                crate::debug!("sending {} to the provider {pid} failed: {e}", signals::name(sig));
+                if e.raw_os_error() == Some(libc::EPERM) {
+                    self.not_permitted(pid, "the provider");
+                }
+                false
+            }
+        }
+    }
+
+    /// The processes of the tree that still live, as far as `/proc` shows them (nothing
+    /// without it): what an abandoned teardown leaves behind.
+    pub fn remaining(&mut self) -> Vec<i32> {
+        let me = self.self_pid;
+        let Some(proc) = self.proc.as_mut() else {
+            return Vec::new();
+        };
+        let desc = if self.walk {
+            proc.walk(me)
+        } else {
+            let pids = proc.list().unwrap_or_default();
+            proctree::descendants(&proc.stats(&pids), me)
+        };
+        desc.iter().filter(|s| !s.is_dead()).map(|s| s.pid).collect()
     }
 
     /// A handle on `seen` only if it is still the process the scan saw: pidfd_open, then its

@@ -74,6 +74,7 @@ export interface SignalEvent extends EventBase {
   event: 'signal';
   signal: string;
   target: 'provider' | 'group' | 'descendants' | 'namespace' | 'cgroup';
+  /** The processes the signal was delivered to (descendants, cgroup; namespace when guardian as PID 1 reads the namespace's /proc). */
   pids?: number[];
   reason: 'forwarded' | 'stop' | 'kill' | 'parent-died' | 'timeout';
 }
@@ -107,6 +108,10 @@ export interface ErrorEvent extends EventBase {
   event: 'error';
   status: 125 | 126 | 127 | number;
   message: string;
+  /** An abandoned teardown: the pids guardian was not permitted to signal (the provider included). */
+  unkillable?: number[];
+  /** An abandoned teardown: the processes of the tree still visible in /proc. */
+  remaining?: number[];
 }
 /** A line that was not a JSON object with an `event` field (produced by this module, not guardian). */
 export interface MalformedEvent extends EventBase {

@@ -217,6 +217,9 @@ impl Supervisor {
     fn act(&mut self, action: Action) -> Option<i32> {
         match action {
             Action::Forward(sig) => self.forward(sig),
+            // As PID 1 without the namespace's own /proc, a timeout's or parent death's round is
+            // one kill(-1), which reaches the provider too: it hears the stop signal there, once.
+            Action::StopProvider { reason } if reason != "forwarded" && self.tree.stop_round_reaches_provider() => {}
             Action::StopProvider { reason } => {
                 self.signal_provider(self.stop_signal, reason);
                 // A stopped provider must see it (issue 14.2): SIGCONT to the same target.
@@ -333,8 +336,9 @@ impl Supervisor {
             ForwardTo::Provider => ("provider", self.provider.signal(sig)),
             ForwardTo::Group => ("group", self.provider.signal_group(sig)),
         };
-        if let Err(e) = &res {
-            crate::debug!("forwarding {} to the {target} failed: {e}", signals::name(sig));
+        // Only what was delivered is reported; a provider guardian may not signal is named.
+        if !self.tree.provider_signalled(self.provider.pid, sig, &res) {
+            return;
         }
         self.events.emit(
             "signal",
@@ -349,8 +353,9 @@ impl Supervisor {
             return;
         }
         let target = self.provider_target(sig);
-        if let Err(e) = self.send_provider_quietly(sig) {
-            crate::debug!("sending {} to the provider failed: {e}", signals::name(sig));
+        let res = self.send_provider_quietly(sig);
+        if !self.tree.provider_signalled(self.provider.pid, sig, &res) {
+            return;
         }
         self.events.emit(
             "signal",
@@ -358,10 +363,14 @@ impl Supervisor {
         );
     }
 
+    /// Where guardian's own signals to the provider go: its group only with `--forward-to
+    /// group` and when no round reaches the descendants (blind mode); otherwise the rounds give
+    /// each member the stop signal once, and the group would hear it twice.
     fn provider_target(&self, sig: i32) -> &'static str {
-        match (self.forward_to, sig) {
-            (_, libc::SIGKILL) | (ForwardTo::Provider, _) => "provider",
-            (ForwardTo::Group, _) => "group",
+        let group = self.forward_to == ForwardTo::Group && !self.tree.rounds_reach_descendants();
+        match (group, sig) {
+            (false, _) | (_, libc::SIGKILL) => "provider",
+            (true, _) => "group",
         }
     }
 
@@ -503,16 +512,19 @@ impl Supervisor {
     /// SIGKILL was sent long ago and children remain that guardian cannot see or signal.
     /// Exiting is honest only as a failure: `error`, never `released`.
     fn abandon(&mut self) -> i32 {
+        let remaining = self.tree.remaining();
         let unkillable = &self.tree.stats.unkillable;
         let message = format!(
-            "descendants remain after SIGKILL (not permitted to signal: {:?}; others may be hidden from /proc); giving up",
-            unkillable
+            "processes remain after SIGKILL: {remaining:?} (not permitted to signal: {unkillable:?}; others may be hidden from /proc); giving up"
         );
         crate::fatal!("{message}");
         if let Some(leaf) = self.tree.leaf.as_mut() {
             leaf.remove_now();
         }
-        self.events.emit("error", json!({"status": 125, "message": message, "unkillable": unkillable}));
+        self.events.emit(
+            "error",
+            json!({"status": 125, "message": message, "unkillable": unkillable, "remaining": remaining}),
+        );
         let events = std::mem::replace(&mut self.events, Events::disabled());
         events.close(EVENTS_CLOSE_WAIT);
         125

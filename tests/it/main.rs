@@ -15,4 +15,5 @@ mod restricted;
 mod security;
 mod signals_all;
 mod supervise_stop;
+mod teardown_hostile;
 mod terminal;
