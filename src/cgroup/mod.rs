@@ -58,7 +58,7 @@ pub fn parse_leaf_name(name: &str) -> Option<(i32, u64, bool)> {
 
 /// Whether the guardian that named a leaf `(pid, start)` still lives.
 pub fn guardian_alive(proc: &mut Proc, pid: i32, start: u64) -> bool {
-    proc.stat(pid).is_some_and(|s| s.starttime == start && s.state != b'Z' && s.state != b'X')
+    proc.stat(pid).is_some_and(|s| s.starttime == start && !s.is_dead())
 }
 
 // ---------------------------------------------------------------------------------------
