@@ -12,6 +12,11 @@
 //! ```
 //!
 //! `JOBCTL_TRANSCRIPT=1` prints each test's terminal transcript (it is printed on failure).
+//! With the default wrapper, guardian's events go to a file (`--events-fd 3`), printed too.
+//!
+//! Cases 1-6 are issue 10's; case 7 and the `no_terminal_*` tests cover what happens without
+//! a job-control stop (a provider stopped from outside). The `no_terminal_*` tests run
+//! guardian through the harness, without a terminal, whatever `JOBCTL_WRAPPER` says.
 //!
 //! The program is `tests/job_control_program.py` (python3), a stand-in for an interactive
 //! program: `cooked` reads lines, `raw` is a full-screen program that stops its own process
@@ -42,14 +47,15 @@ const CTRL_C: &str = "\x03";
 const CTRL_Z: &str = "\x1a";
 
 /// The wrapper under test: `JOBCTL_WRAPPER` split on whitespace (`GUARDIAN` = the binary under
-/// test), else `guardian --`.
-fn wrapper() -> Vec<String> {
+/// test), else `guardian --events-fd 3 --` (true in the second field: events go to fd 3).
+fn wrapper() -> (Vec<String>, bool) {
     let guardian = common::guardian_bin().display().to_string();
     match std::env::var("JOBCTL_WRAPPER") {
-        Ok(w) if !w.trim().is_empty() => {
-            w.split_whitespace().map(|s| if s == "GUARDIAN" { guardian.clone() } else { s.to_string() }).collect()
-        }
-        _ => vec![guardian, "--".into()],
+        Ok(w) if !w.trim().is_empty() => (
+            w.split_whitespace().map(|s| if s == "GUARDIAN" { guardian.clone() } else { s.to_string() }).collect(),
+            false,
+        ),
+        _ => (vec![guardian, "--events-fd".into(), "3".into(), "--".into()], true),
     }
 }
 
@@ -124,6 +130,8 @@ struct Session {
     out: Arc<Mutex<Vec<u8>>>,
     cursor: usize,
     wrapper: Vec<String>,
+    /// guardian's events (`3>>FILE` on every command line), when the wrapper is guardian.
+    events: Option<PathBuf>,
     python: PathBuf,
     program: PathBuf,
     // Dropped last: its own Drop kills whatever is still tagged and removes the directory.
@@ -199,7 +207,9 @@ impl Session {
                 }
             }
         });
-        let mut s = Session { bash, master, out, cursor: 0, wrapper: wrapper(), python, program, ctx };
+        let (wrapper, events) = wrapper();
+        let events = events.then(|| ctx.path("events.jsonl"));
+        let mut s = Session { bash, master, out, cursor: 0, wrapper, events, python, program, ctx };
         let first = s.expect(PROMPT);
         assert!(!first.contains("job control"), "bash has no job control: {first:?}");
         if drop_privs {
@@ -276,16 +286,25 @@ impl Session {
         self.send(&format!("{line}\n"));
     }
 
-    /// `WRAPPER python3 program MODE NONCE [--child]`.
+    /// `WRAPPER python3 program MODE NONCE [--child] [3>>EVENTS]`.
     fn command(&self, mode: &str, child: bool) -> String {
         format!(
-            "{} {} {} {mode} {}{}",
+            "{} {} {} {mode} {}{}{}",
             self.wrapper.join(" "),
             self.python.display(),
             self.program.display(),
             self.ctx.nonce,
-            if child { " --child" } else { "" }
+            if child { " --child" } else { "" },
+            self.events.as_ref().map(|e| format!(" 3>>{}", e.display())).unwrap_or_default()
         )
+    }
+
+    /// guardian's events so far (empty for another wrapper).
+    fn events(&self) -> Vec<serde_json::Value> {
+        self.events
+            .as_ref()
+            .map(|p| common::parse_events(&fs::read_to_string(p).unwrap_or_default()))
+            .unwrap_or_default()
     }
 
     /// Runs the program in the foreground; returns (provider pid, its JC-READY line).
@@ -398,6 +417,9 @@ impl Drop for Session {
         let _ = self.bash.wait();
         if std::thread::panicking() || std::env::var_os("JOBCTL_TRANSCRIPT").is_some() {
             eprintln!("terminal transcript ({}):\n{}", self.ctx.tag(), self.transcript());
+            if let Some(p) = &self.events {
+                eprintln!("guardian's events:\n{}", fs::read_to_string(p).unwrap_or_default());
+            }
         }
     }
 }
@@ -555,4 +577,72 @@ fn case6_background_wrapper_never_takes_the_terminal() {
     s.wait_only_bash_left("kill %1 ends the background tree");
     let (pgrp, tpgid) = pgrp_and_tpgid(bash).expect("bash's stat");
     assert_eq!(tpgid, pgrp, "the terminal still belongs to the shell");
+}
+
+/// Case 7 (what happens without a job-control stop): a foreground program stopped from
+/// outside with SIGSTOP does not stop the wrapper, so the shell does not see its job stop;
+/// continued from outside, the program still holds the terminal. With guardian the test waits
+/// for guardian's `stopped` event first, so guardian has handled the stop before it is undone.
+#[test]
+fn case7_stop_from_outside_does_not_stop_the_wrapper() {
+    let Some(mut s) = Session::start("jobctl-case7") else { return };
+    let (provider, _) = s.run_program("cooked", false);
+    let wrapper = s.wrapper_of(provider);
+    assert!(common::signal_tagged(provider, &s.ctx.nonce, libc::SIGSTOP), "SIGSTOP the program");
+    s.wait_state(provider, b'T', "the program stopped by SIGSTOP");
+    if s.events.is_some() {
+        wait_for("guardian's `stopped` event about the program", || {
+            s.events().into_iter().find(|e| e["event"] == "stopped" && e["pid"] == provider)
+        });
+    }
+    let (state, _, _) = stat(wrapper).expect("the wrapper's stat");
+    assert_ne!(state, b'T', "the wrapper must not stop itself for a stop from outside");
+    assert!(common::signal_tagged(provider, &s.ctx.nonce, libc::SIGCONT), "SIGCONT the program");
+    s.type_line("ping");
+    let got = s.expect_line("JC-GOT ping");
+    assert_eq!(field(&got, "fg"), 1, "the program kept the terminal: {got:?}");
+    s.type_line("q");
+    s.wait_gone(provider, "the program after q");
+    s.wait_gone(wrapper, "the wrapper after the program");
+    assert_eq!(s.status(), 0);
+    assert!(!s.transcript().contains("Stopped"), "the shell never saw the job stop:\n{}", s.transcript());
+    s.wait_only_bash_left("after q");
+}
+
+/// Without a terminal: a provider stopped from outside keeps guardian running (it handles
+/// SIGTERM, which a stopped guardian could not: it would see the stop first and never exit),
+/// and SIGTERM still tears the stopped tree down.
+#[test]
+fn no_terminal_stopped_provider_is_still_torn_down_by_sigterm() {
+    let ctx = Ctx::new("jobctl-noterm-term");
+    let script = format!("{} & echo $! > child; echo $$ > pid; wait", ctx.sleep());
+    let mut g = ctx.guardian().script(&script).spawn();
+    let provider = ctx.wait_pid_file("pid");
+    let child = ctx.wait_pid_file("child");
+    for pid in [provider, child] {
+        assert!(common::signal_tagged(pid, &ctx.nonce, libc::SIGSTOP));
+    }
+    wait_for("the provider to be stopped", || stat(provider).is_some_and(|s| s.0 == b'T').then_some(()));
+    g.signal(libc::SIGTERM);
+    // 143 once the stop signal is followed by SIGCONT (issue 14.2); 137 when the stopped
+    // provider only died of the SIGKILL at the end of the grace. Either way guardian ran.
+    let code = g.wait_code();
+    assert!(code == 128 + libc::SIGTERM || code == 128 + libc::SIGKILL, "exit {code}; stderr: {}", g.stderr());
+    ctx.wait_tree_gone();
+    g.final_events();
+}
+
+/// Without a terminal: `--timeout` still fires while the provider is stopped, and the stopped
+/// tree is torn down.
+#[test]
+fn no_terminal_stopped_provider_is_still_torn_down_by_timeout() {
+    let ctx = Ctx::new("jobctl-noterm-timeout");
+    let script = format!("{} & echo $$ > pid; wait", ctx.sleep());
+    let mut g = ctx.guardian().args(["--timeout", "2s"]).script(&script).spawn();
+    let provider = ctx.wait_pid_file("pid");
+    assert!(common::signal_tagged(provider, &ctx.nonce, libc::SIGSTOP));
+    let code = g.wait_code();
+    assert_eq!(code, 124, "stderr: {}", g.stderr());
+    ctx.wait_tree_gone();
+    g.final_events();
 }
