@@ -2,17 +2,19 @@
 //! real pseudo-terminal runs `WRAPPER program`, and ^Z, `fg`, `bg`, `cmd &` and a full-screen
 //! program that suspends itself behave as if the wrapper were not there.
 //!
-//! The wrapper is guardian (`guardian --`) unless `JOBCTL_WRAPPER` names another one, split on
+//! The wrapper is guardian (`guardian --events-fd 3 --`) unless `JOBCTL_WRAPPER` names another one, split on
 //! whitespace, with the word `GUARDIAN` standing for the binary under test. Checking the tests
 //! against a wrapper that already does job control:
 //!
 //! ```text
 //! JOBCTL_WRAPPER="dumb-init --single-child" cargo test --test job_control
-//! JOBCTL_WRAPPER="GUARDIAN --grace 3s --" cargo test --test job_control
+//! JOBCTL_WRAPPER="GUARDIAN --grace 3s --events-fd 3 --" cargo test --test job_control
+//! JOBCTL_WRAPPER="/path/to/other/guardian --events-fd 3 --" cargo test --test job_control
 //! ```
 //!
 //! `JOBCTL_TRANSCRIPT=1` prints each test's terminal transcript (it is printed on failure).
-//! With the default wrapper, guardian's events go to a file (`--events-fd 3`), printed too.
+//! When the wrapper's words hold `--events-fd 3` (the default does), guardian's events go to a
+//! file (`3>>FILE` on each command line), printed with the transcript.
 //!
 //! Cases 1-6 are issue 10's; case 7 and the `no_terminal_*` tests cover what happens without
 //! a job-control stop (a provider stopped from outside). The `no_terminal_*` tests run
@@ -47,16 +49,18 @@ const CTRL_C: &str = "\x03";
 const CTRL_Z: &str = "\x1a";
 
 /// The wrapper under test: `JOBCTL_WRAPPER` split on whitespace (`GUARDIAN` = the binary under
-/// test), else `guardian --events-fd 3 --` (true in the second field: events go to fd 3).
+/// test), else `guardian --events-fd 3 --`; true in the second field when the wrapper writes
+/// guardian's events to fd 3 (its words hold `--events-fd 3`).
 fn wrapper() -> (Vec<String>, bool) {
     let guardian = common::guardian_bin().display().to_string();
-    match std::env::var("JOBCTL_WRAPPER") {
-        Ok(w) if !w.trim().is_empty() => (
-            w.split_whitespace().map(|s| if s == "GUARDIAN" { guardian.clone() } else { s.to_string() }).collect(),
-            false,
-        ),
-        _ => (vec![guardian, "--events-fd".into(), "3".into(), "--".into()], true),
-    }
+    let words: Vec<String> = match std::env::var("JOBCTL_WRAPPER") {
+        Ok(w) if !w.trim().is_empty() => {
+            w.split_whitespace().map(|s| if s == "GUARDIAN" { guardian.clone() } else { s.to_string() }).collect()
+        }
+        _ => vec![guardian, "--events-fd".into(), "3".into(), "--".into()],
+    };
+    let events = words.windows(2).any(|w| w[0] == "--events-fd" && w[1] == "3");
+    (words, events)
 }
 
 /// Whether uid `NOBODY` can execute `path` (the file and every directory above it).
@@ -288,13 +292,17 @@ impl Session {
 
     /// `WRAPPER python3 program MODE NONCE [--child] [3>>EVENTS]`.
     fn command(&self, mode: &str, child: bool) -> String {
+        self.command_with(mode, if child { "--child" } else { "" })
+    }
+
+    /// `WRAPPER python3 program MODE NONCE OPTIONS [3>>EVENTS]`.
+    fn command_with(&self, mode: &str, options: &str) -> String {
         format!(
-            "{} {} {} {mode} {}{}{}",
+            "{} {} {} {mode} {} {options}{}",
             self.wrapper.join(" "),
             self.python.display(),
             self.program.display(),
             self.ctx.nonce,
-            if child { " --child" } else { "" },
             self.events.as_ref().map(|e| format!(" 3>>{}", e.display())).unwrap_or_default()
         )
     }
@@ -339,6 +347,7 @@ impl Session {
                 return l.to_string();
             }
             assert!(Instant::now() < end, "job 1 never reported stopped; terminal:\n{}", self.transcript());
+            std::thread::sleep(POLL);
         }
     }
 
@@ -472,7 +481,8 @@ fn case3_bg_runs_without_the_terminal_and_kill_ends_the_tree() {
     s.shell_answers();
 }
 
-/// Case 4: `WRAPPER cmd &` then `fg`: the program gets the terminal.
+/// Case 4: `WRAPPER cmd &` then `fg`: the program gets the terminal. The program reads the
+/// terminal at once, so it stops (SIGTTIN) and the job is reported stopped before `fg`.
 #[test]
 fn case4_background_start_then_fg_gets_the_terminal() {
     let Some(mut s) = Session::start("jobctl-case4") else { return };
@@ -482,8 +492,39 @@ fn case4_background_start_then_fg_gets_the_terminal() {
     let provider = field(&ready, "pid");
     let wrapper = s.wrapper_of(provider);
     s.wait_state(provider, b'T', "the background program stopped by its read (SIGTTIN)");
+    s.wait_state(wrapper, b'T', "the wrapper stopped with it");
+    s.wait_job_stopped();
     s.type_line("fg");
     s.expect_line("JC-CONT");
+    s.type_line("ping");
+    let got = s.expect_line("JC-GOT ping");
+    assert_eq!(field(&got, "fg"), 1, "after fg the program's group holds the terminal: {got:?}");
+    s.type_line("q");
+    s.wait_gone(provider, "the program after q");
+    s.wait_gone(wrapper, "the wrapper after the program");
+    assert_eq!(s.status(), 0);
+    s.wait_only_bash_left("after q");
+}
+
+/// Case 4, the other order: `WRAPPER cmd &`, then `fg` while the program runs and has not
+/// touched the terminal yet (the job is running, so bash sends no SIGCONT); when the program
+/// then reads the terminal, it gets it.
+#[test]
+fn case4_fg_before_the_background_program_reads_the_terminal() {
+    let Some(mut s) = Session::start("jobctl-case4b") else { return };
+    let late = s.ctx.fifo("late");
+    let cmd = s.command_with("cooked", &format!("--late {}", late.display()));
+    s.type_line(&format!("{cmd} &"));
+    let ready = s.expect_line("JC-READY");
+    assert_eq!(field(&ready, "fg"), 0, "started in the background: {ready:?}");
+    let provider = field(&ready, "pid");
+    let wrapper = s.wrapper_of(provider);
+    let (wrapper_pgrp, _) = pgrp_and_tpgid(wrapper).expect("the wrapper's stat");
+    s.type_line("fg");
+    wait_for("bash to give the terminal to the job", || {
+        (pgrp_and_tpgid(s.bash_pid()).map(|(_, tpgid)| tpgid) == Some(wrapper_pgrp)).then_some(())
+    });
+    s.ctx.release(&late);
     s.type_line("ping");
     let got = s.expect_line("JC-GOT ping");
     assert_eq!(field(&got, "fg"), 1, "after fg the program's group holds the terminal: {got:?}");

@@ -1,6 +1,6 @@
 """Stand-in for an interactive program, driven by tests/job_control.rs through a pty.
 
-usage: python3 job_control_program.py MODE NONCE [--child]
+usage: python3 job_control_program.py MODE NONCE [--child] [--late FIFO]
 
 Every mode first prints "JC-READY pid=P pgid=G fg=F" (F is 1 when the program's process group
 holds the terminal foreground, tcgetpgrp(0) == getpgrp(), 0 when it does not), and prints
@@ -18,6 +18,7 @@ modes:
   hold    prints JC-READY and waits for signals without touching the terminal.
 
 --child starts a descendant first (`sleep 1000.NONCE`), so a test can check the whole tree.
+--late FIFO waits for a line on FIFO after JC-READY, before the mode touches the terminal.
 The NONCE argument only tags the process for the test's /proc scans.
 """
 
@@ -100,6 +101,9 @@ def main():
     if "--child" in sys.argv[3:]:
         subprocess.Popen(["sleep", "1000.%s" % nonce], stdin=subprocess.DEVNULL)
     say("JC-READY pid=%d pgid=%d fg=%d" % (os.getpid(), os.getpgrp(), fg()))
+    if "--late" in sys.argv[3:]:
+        with open(sys.argv[sys.argv.index("--late") + 1], "rb") as fifo:
+            fifo.readline()
     if mode == "cooked":
         cooked()
     elif mode == "raw":
