@@ -10,6 +10,7 @@
 //! JOBCTL_WRAPPER="dumb-init --single-child" cargo test --test job_control
 //! JOBCTL_WRAPPER="GUARDIAN --grace 3s --events-fd 3 --" cargo test --test job_control
 //! JOBCTL_WRAPPER="/path/to/other/guardian --events-fd 3 --" cargo test --test job_control
+//! JOBCTL_SESSION_ROOT=1 JOBCTL_WRAPPER="sudo -n" cargo test --test job_control   # as root
 //! ```
 //!
 //! `JOBCTL_TRANSCRIPT=1` prints each test's terminal transcript (it is printed on failure).
@@ -161,7 +162,8 @@ impl Session {
         let bash_link = ctx.path(&format!("bash-{}", ctx.tag()));
         std::os::unix::fs::symlink(&bash, &bash_link).expect("symlink bash");
 
-        let drop_privs = is_root();
+        // JOBCTL_SESSION_ROOT=1 keeps the session root, for `JOBCTL_WRAPPER="sudo -n"`.
+        let drop_privs = is_root() && std::env::var_os("JOBCTL_SESSION_ROOT").is_none();
         let (master, slave) = open_pty(drop_privs.then_some(NOBODY)).expect("open a pty");
         let mut cmd = Command::new(&bash_link);
         cmd.args(["--norc", "--noprofile", "--noediting", "-i"])
@@ -398,11 +400,20 @@ impl Session {
         wait_for(&format!("{what} (pid {pid}) to exit"), || (!alive(pid)).then_some(()));
     }
 
-    /// The wrapper: the provider's parent.
+    /// The wrapper: the provider's ancestor that is bash's child, the process bash waits for
+    /// (guardian and dumb-init are the provider's parent; sudo has a process in between).
     fn wrapper_of(&self, provider: i32) -> i32 {
-        let (_, ppid, _) = stat(provider).unwrap_or_else(|| panic!("provider {provider} is gone"));
-        assert_ne!(ppid, self.bash_pid(), "the program's parent should be the wrapper, not bash");
-        ppid
+        let bash = self.bash_pid();
+        let mut pid = provider;
+        loop {
+            let (_, ppid, _) = stat(pid).unwrap_or_else(|| panic!("pid {pid} (above the provider {provider}) is gone"));
+            assert!(ppid > 1 && pid != bash, "the provider {provider} does not descend from bash {bash}");
+            if ppid == bash {
+                assert_ne!(pid, provider, "the program's parent should be the wrapper, not bash");
+                return pid;
+            }
+            pid = ppid;
+        }
     }
 
     /// ^Z on a foreground program: bash reports the job stopped and reads commands again,
