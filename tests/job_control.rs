@@ -1,0 +1,700 @@
+//! Job control through the wrapper (issue 10): an interactive `bash -i` (job control on) in a
+//! real pseudo-terminal runs `WRAPPER program`, and ^Z, `fg`, `bg`, `cmd &` and a full-screen
+//! program that suspends itself behave as if the wrapper were not there.
+//!
+//! The wrapper is guardian (`guardian --events-fd 3 --`) unless `JOBCTL_WRAPPER` names another one, split on
+//! whitespace, with the word `GUARDIAN` standing for the binary under test. Checking the tests
+//! against a wrapper that already does job control:
+//!
+//! ```text
+//! JOBCTL_WRAPPER="dumb-init --single-child" cargo test --test job_control
+//! JOBCTL_WRAPPER="GUARDIAN --grace 3s --events-fd 3 --" cargo test --test job_control
+//! JOBCTL_WRAPPER="/path/to/other/guardian --events-fd 3 --" cargo test --test job_control
+//! JOBCTL_SESSION_ROOT=1 JOBCTL_WRAPPER="sudo -n" cargo test --test job_control   # as root
+//! ```
+//!
+//! `JOBCTL_TRANSCRIPT=1` prints each test's terminal transcript (it is printed on failure).
+//! When the wrapper's words hold `--events-fd 3` (the default does), guardian's events go to a
+//! file (`3>>FILE` on each command line), printed with the transcript.
+//!
+//! Cases 1-6 are issue 10's; case 7 and the `no_terminal_*` tests cover what happens without
+//! a job-control stop (a provider stopped from outside). The `no_terminal_*` tests run
+//! guardian through the harness, without a terminal, whatever `JOBCTL_WRAPPER` says.
+//!
+//! The program is `tests/job_control_program.py` (python3), a stand-in for an interactive
+//! program: `cooked` reads lines, `raw` is a full-screen program that stops its own process
+//! group on a ^Z byte, `exit` and `hold` only report. It prints `JC-...` marker lines and says
+//! whether its process group holds the terminal foreground. The tests wait for those lines,
+//! for bash's `Stopped` report and for /proc states, never for time. bash, the wrapper and the
+//! program run as `nobody` when the suite runs as root; every process carries the test's nonce
+//! (bash through a tagged symlink, the rest through their argv) and all of them are killed
+//! through the harness's pidfd-verified killer when a test ends, however it ends.
+
+mod common;
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use common::{Ctx, DEADLINE, NOBODY, POLL, alive, is_root, kill_tagged, stat, tagged_pids, wait_for};
+
+const PROMPT: &str = "JC-PROMPT> ";
+const PROGRAM: &str = include_str!("job_control_program.py");
+const CTRL_C: &str = "\x03";
+const CTRL_Z: &str = "\x1a";
+
+/// The wrapper under test: `JOBCTL_WRAPPER` split on whitespace (`GUARDIAN` = the binary under
+/// test), else `guardian --events-fd 3 --`; true in the second field when the wrapper writes
+/// guardian's events to fd 3 (its words hold `--events-fd 3`).
+fn wrapper() -> (Vec<String>, bool) {
+    let guardian = common::guardian_bin().display().to_string();
+    let words: Vec<String> = match std::env::var("JOBCTL_WRAPPER") {
+        Ok(w) if !w.trim().is_empty() => {
+            w.split_whitespace().map(|s| if s == "GUARDIAN" { guardian.clone() } else { s.to_string() }).collect()
+        }
+        _ => vec![guardian, "--events-fd".into(), "3".into(), "--".into()],
+    };
+    let events = words.windows(2).any(|w| w[0] == "--events-fd" && w[1] == "3");
+    (words, events)
+}
+
+/// Whether uid `NOBODY` can execute `path` (the file and every directory above it).
+fn others_can_exec(path: &Path) -> bool {
+    let Ok(real) = fs::canonicalize(path) else {
+        return false;
+    };
+    let mode = |p: &Path| fs::metadata(p).map(|m| m.permissions().mode()).unwrap_or(0);
+    mode(&real) & 0o001 != 0 && real.ancestors().skip(1).all(|d| d.as_os_str().is_empty() || mode(d) & 0o001 != 0)
+}
+
+/// An executable the session's user can run: the first of `candidates` (then `$PATH`).
+fn find_program(name: &str, candidates: &[&str]) -> Option<PathBuf> {
+    let path_dirs: Vec<PathBuf> =
+        std::env::var_os("PATH").map(|p| std::env::split_paths(&p).collect()).unwrap_or_default();
+    candidates
+        .iter()
+        .map(PathBuf::from)
+        .chain(path_dirs.into_iter().map(|d| d.join(name)))
+        .find(|p| p.is_file() && (!is_root() || others_can_exec(p)))
+}
+
+/// `/proc/PID/stat` fields after the command: (pgrp, tpgid).
+fn pgrp_and_tpgid(pid: i32) -> Option<(i32, i32)> {
+    let buf = fs::read(format!("/proc/{pid}/stat")).ok()?;
+    let close = buf.iter().rposition(|&b| b == b')')?;
+    let rest = std::str::from_utf8(&buf[close + 1..]).ok()?;
+    let f: Vec<&str> = rest.split_ascii_whitespace().collect();
+    Some((f.get(2)?.parse().ok()?, f.get(5)?.parse().ok()?))
+}
+
+/// `key=VALUE` from a marker line.
+fn field(line: &str, key: &str) -> i32 {
+    line.split_whitespace()
+        .find_map(|w| w.strip_prefix(key)?.strip_prefix('='))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no {key}= in {line:?}"))
+}
+
+/// A pty master/slave pair; the slave belongs to the session's user.
+fn open_pty(owner: Option<u32>) -> io::Result<(File, File)> {
+    let master = OpenOptions::new().read(true).write(true).custom_flags(libc::O_NOCTTY).open("/dev/ptmx")?;
+    let fd = master.as_raw_fd();
+    let mut name = [0 as libc::c_char; 128];
+    // SAFETY: fd is an open pty master; name is a writable buffer of the given length.
+    let ok = unsafe {
+        libc::grantpt(fd) == 0 && libc::unlockpt(fd) == 0 && libc::ptsname_r(fd, name.as_mut_ptr(), name.len()) == 0
+    };
+    if !ok {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: ptsname_r wrote a NUL-terminated string into name.
+    let path = unsafe { std::ffi::CStr::from_ptr(name.as_ptr()) }.to_string_lossy().into_owned();
+    let slave = OpenOptions::new().read(true).write(true).custom_flags(libc::O_NOCTTY).open(&path)?;
+    let ws = libc::winsize { ws_row: 24, ws_col: 80, ws_xpixel: 0, ws_ypixel: 0 };
+    // SAFETY: fd is an open pty master; ws is a valid winsize.
+    unsafe { libc::ioctl(fd, libc::TIOCSWINSZ, &ws) };
+    if let Some(uid) = owner {
+        // SAFETY: slave is an open fd; -1 keeps the group.
+        if unsafe { libc::fchown(slave.as_raw_fd(), uid, u32::MAX) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok((master, slave))
+}
+
+/// An interactive bash in its own session on a fresh pty, driven like `expect`.
+struct Session {
+    bash: Child,
+    master: File,
+    out: Arc<Mutex<Vec<u8>>>,
+    cursor: usize,
+    wrapper: Vec<String>,
+    /// guardian's events (`3>>FILE` on every command line), when the wrapper is guardian.
+    events: Option<PathBuf>,
+    python: PathBuf,
+    program: PathBuf,
+    // Dropped last: its own Drop kills whatever is still tagged and removes the directory.
+    ctx: Ctx,
+}
+
+impl Session {
+    /// `None` (with the reason printed) when python3 or bash cannot be run.
+    fn start(name: &str) -> Option<Session> {
+        let ctx = Ctx::new(name);
+        let Some(python) = find_program("python3", &["/usr/bin/python3", "/usr/local/bin/python3"]) else {
+            eprintln!("skipped: no python3 that uid {NOBODY} can run");
+            return None;
+        };
+        let Some(bash) = find_program("bash", &["/usr/bin/bash", "/bin/bash"]) else {
+            eprintln!("skipped: no bash");
+            return None;
+        };
+        let program = ctx.path("job_control_program.py");
+        fs::write(&program, PROGRAM).expect("write the program");
+        fs::set_permissions(&program, fs::Permissions::from_mode(0o644)).expect("chmod the program");
+        // argv[0] carries the nonce, so bash (and every subshell it forks) is tagged.
+        let bash_link = ctx.path(&format!("bash-{}", ctx.tag()));
+        std::os::unix::fs::symlink(&bash, &bash_link).expect("symlink bash");
+
+        // JOBCTL_SESSION_ROOT=1 keeps the session root, for `JOBCTL_WRAPPER="sudo -n"`.
+        let drop_privs = is_root() && std::env::var_os("JOBCTL_SESSION_ROOT").is_none();
+        let (master, slave) = open_pty(drop_privs.then_some(NOBODY)).expect("open a pty");
+        let mut cmd = Command::new(&bash_link);
+        cmd.args(["--norc", "--noprofile", "--noediting", "-i"])
+            .env_clear()
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .env("HOME", &ctx.dir)
+            .env("TERM", "dumb")
+            .env("LC_ALL", "C")
+            .env("PS1", PROMPT)
+            .env("HISTFILE", "/dev/null")
+            .env("PYTHONDONTWRITEBYTECODE", "1")
+            .current_dir(&ctx.dir)
+            .stdin(Stdio::from(slave.try_clone().expect("dup slave")))
+            .stdout(Stdio::from(slave.try_clone().expect("dup slave")))
+            .stderr(Stdio::from(slave));
+        // SAFETY: only async-signal-safe calls (setsid, ioctl, setgroups, setgid, setuid).
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY, 0) != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                if drop_privs
+                    && (libc::setgroups(0, std::ptr::null()) != 0
+                        || libc::setgid(NOBODY) != 0
+                        || libc::setuid(NOBODY) != 0)
+                {
+                    return Err(io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let bash = cmd.spawn().expect("spawn bash");
+        drop(cmd);
+
+        let out = Arc::new(Mutex::new(Vec::new()));
+        let mut reader = master.try_clone().expect("dup master");
+        let sink = Arc::clone(&out);
+        // Reads until every slave fd is closed (EIO); owns its own fd, so closing ours is safe.
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            loop {
+                match reader.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => sink.lock().unwrap_or_else(|e| e.into_inner()).extend_from_slice(&buf[..n]),
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(_) => break,
+                }
+            }
+        });
+        let (wrapper, events) = wrapper();
+        let events = events.then(|| ctx.path("events.jsonl"));
+        let mut s = Session { bash, master, out, cursor: 0, wrapper, events, python, program, ctx };
+        let first = s.expect(PROMPT);
+        assert!(!first.contains("job control"), "bash has no job control: {first:?}");
+        if drop_privs {
+            let status = fs::read_to_string(format!("/proc/{}/status", s.bash_pid())).unwrap_or_default();
+            let uid = status.lines().find_map(|l| l.strip_prefix("Uid:")).unwrap_or_default();
+            assert_eq!(uid.split_whitespace().next(), Some("65534"), "bash runs as nobody: {uid:?}");
+        }
+        Some(s)
+    }
+
+    fn transcript(&self) -> String {
+        let buf = self.out.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        String::from_utf8_lossy(&buf)
+            .chars()
+            .filter(|&c| c != '\r')
+            .map(
+                |c| {
+                    if c.is_control() && c != '\n' {
+                        format!("^{}", char::from((c as u8) ^ 0x40))
+                    } else {
+                        c.to_string()
+                    }
+                },
+            )
+            .collect()
+    }
+
+    /// Waits until `needle` appears after the cursor; returns the text from the cursor to the
+    /// end of the line holding it and moves the cursor past that line.
+    fn expect(&mut self, needle: &str) -> String {
+        let end = Instant::now() + DEADLINE;
+        loop {
+            {
+                let buf = self.out.lock().unwrap_or_else(|e| e.into_inner());
+                let text = &buf[self.cursor..];
+                if let Some(at) = text.windows(needle.len()).position(|w| w == needle.as_bytes()) {
+                    let after = at + needle.len();
+                    // A marker line counts once complete; the prompt has no newline.
+                    let stop = if needle == PROMPT {
+                        Some(after)
+                    } else {
+                        text[after..].iter().position(|&b| b == b'\n').map(|i| after + i + 1)
+                    };
+                    if let Some(stop) = stop {
+                        let chunk = String::from_utf8_lossy(&text[..stop]).replace('\r', "");
+                        self.cursor += stop;
+                        return chunk;
+                    }
+                }
+            }
+            if Instant::now() > end {
+                panic!(
+                    "timed out after {DEADLINE:?} waiting for {needle:?} (wrapper {:?}); terminal so far:\n{}",
+                    self.wrapper,
+                    self.transcript()
+                );
+            }
+            std::thread::sleep(POLL);
+        }
+    }
+
+    /// The line holding `needle` (which must not occur in anything typed).
+    fn expect_line(&mut self, needle: &str) -> String {
+        let chunk = self.expect(needle);
+        let line = chunk.lines().rev().find(|l| l.contains(needle)).unwrap_or_default();
+        line[line.find(needle).unwrap_or(0)..].trim().to_string()
+    }
+
+    fn send(&mut self, text: &str) {
+        self.master.write_all(text.as_bytes()).expect("write to the pty");
+    }
+
+    fn type_line(&mut self, line: &str) {
+        self.send(&format!("{line}\n"));
+    }
+
+    /// `WRAPPER python3 program MODE NONCE [--child] [3>>EVENTS]`.
+    fn command(&self, mode: &str, child: bool) -> String {
+        self.command_with(mode, if child { "--child" } else { "" })
+    }
+
+    /// `WRAPPER python3 program MODE NONCE OPTIONS [3>>EVENTS]`.
+    fn command_with(&self, mode: &str, options: &str) -> String {
+        format!(
+            "{} {} {} {mode} {} {options}{}",
+            self.wrapper.join(" "),
+            self.python.display(),
+            self.program.display(),
+            self.ctx.nonce,
+            self.events.as_ref().map(|e| format!(" 3>>{}", e.display())).unwrap_or_default()
+        )
+    }
+
+    /// guardian's events so far (empty for another wrapper).
+    fn events(&self) -> Vec<serde_json::Value> {
+        self.events
+            .as_ref()
+            .map(|p| common::parse_events(&fs::read_to_string(p).unwrap_or_default()))
+            .unwrap_or_default()
+    }
+
+    /// Runs the program in the foreground; returns (provider pid, its JC-READY line).
+    fn run_program(&mut self, mode: &str, child: bool) -> (i32, String) {
+        let cmd = self.command(mode, child);
+        self.type_line(&cmd);
+        let ready = self.expect_line("JC-READY");
+        (field(&ready, "pid"), ready)
+    }
+
+    /// The shell reads commands: an echo it runs comes back.
+    fn shell_answers(&mut self) {
+        self.type_line(r#"echo "JC""-ALIVE""#);
+        self.expect_line("JC-ALIVE");
+    }
+
+    /// `$?` of the last foreground job.
+    fn status(&mut self) -> i32 {
+        self.type_line(r#"echo "JC""-STATUS=$?""#);
+        let line = self.expect_line("JC-STATUS=");
+        line.trim_start_matches("JC-STATUS=").parse().unwrap_or_else(|_| panic!("bad status line {line:?}"))
+    }
+
+    /// Asks `jobs` until it reports job 1 stopped (bash learns of a stop through SIGCHLD, which
+    /// may trail the /proc state the test saw).
+    fn wait_job_stopped(&mut self) -> String {
+        let end = Instant::now() + DEADLINE;
+        loop {
+            self.type_line(r#"jobs; echo "JC""-JOBS""#);
+            let chunk = self.expect("JC-JOBS");
+            if let Some(l) = chunk.lines().find(|l| l.starts_with("[1]") && l.contains("Stopped")) {
+                return l.to_string();
+            }
+            assert!(Instant::now() < end, "job 1 never reported stopped; terminal:\n{}", self.transcript());
+            std::thread::sleep(POLL);
+        }
+    }
+
+    fn bash_pid(&self) -> i32 {
+        self.bash.id() as i32
+    }
+
+    /// Waits until nothing tagged is left but bash.
+    fn wait_only_bash_left(&self, what: &str) {
+        let bash = self.bash_pid();
+        let end = Instant::now() + DEADLINE;
+        loop {
+            let left: Vec<i32> = tagged_pids(&self.ctx.nonce).into_iter().filter(|&p| p != bash).collect();
+            if left.is_empty() {
+                return;
+            }
+            assert!(
+                Instant::now() < end,
+                "{what}: still running {:?}; terminal:\n{}",
+                common::describe(&left),
+                self.transcript()
+            );
+            std::thread::sleep(POLL);
+        }
+    }
+
+    /// Waits for `pid`'s /proc state to become `state` (e.g. `b'T'`).
+    fn wait_state(&self, pid: i32, state: u8, what: &str) {
+        let end = Instant::now() + DEADLINE;
+        loop {
+            match stat(pid) {
+                Some((s, _, _)) if s == state => return,
+                Some(_) => {}
+                None => panic!("{what}: pid {pid} is gone; terminal:\n{}", self.transcript()),
+            }
+            assert!(
+                Instant::now() < end,
+                "{what}: pid {pid} is in state {:?}, not {}; terminal:\n{}",
+                stat(pid).map(|s| char::from(s.0)),
+                char::from(state),
+                self.transcript()
+            );
+            std::thread::sleep(POLL);
+        }
+    }
+
+    fn wait_gone(&self, pid: i32, what: &str) {
+        wait_for(&format!("{what} (pid {pid}) to exit"), || (!alive(pid)).then_some(()));
+    }
+
+    /// The wrapper: the provider's ancestor that is bash's child, the process bash waits for
+    /// (guardian and dumb-init are the provider's parent; sudo has a process in between).
+    fn wrapper_of(&self, provider: i32) -> i32 {
+        let bash = self.bash_pid();
+        let mut pid = provider;
+        loop {
+            let (_, ppid, _) = stat(pid).unwrap_or_else(|| panic!("pid {pid} (above the provider {provider}) is gone"));
+            assert!(ppid > 1 && pid != bash, "the provider {provider} does not descend from bash {bash}");
+            if ppid == bash {
+                assert_ne!(pid, provider, "the program's parent should be the wrapper, not bash");
+                return pid;
+            }
+            pid = ppid;
+        }
+    }
+
+    /// ^Z on a foreground program: bash reports the job stopped and reads commands again,
+    /// and the program and the wrapper are both stopped.
+    fn suspend(&mut self, provider: i32, key: &str) -> i32 {
+        let wrapper = self.wrapper_of(provider);
+        self.send(key);
+        let report = self.expect("Stopped");
+        assert!(report.contains("[1]+"), "the Stopped report names job 1: {report:?}");
+        self.shell_answers();
+        self.wait_state(provider, b'T', "the program stopped");
+        self.wait_state(wrapper, b'T', "the wrapper stopped with it");
+        wrapper
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        kill_tagged(&self.ctx.nonce);
+        let _ = self.bash.kill();
+        let _ = self.bash.wait();
+        if std::thread::panicking() || std::env::var_os("JOBCTL_TRANSCRIPT").is_some() {
+            eprintln!("terminal transcript ({}):\n{}", self.ctx.tag(), self.transcript());
+            if let Some(p) = &self.events {
+                eprintln!("guardian's events:\n{}", fs::read_to_string(p).unwrap_or_default());
+            }
+        }
+    }
+}
+
+/// Case 1: `WRAPPER cmd`, ^Z: the job is reported Stopped and the prompt returns.
+#[test]
+fn case1_ctrl_z_stops_the_job_and_returns_the_prompt() {
+    let Some(mut s) = Session::start("jobctl-case1") else { return };
+    let (provider, _) = s.run_program("cooked", false);
+    s.suspend(provider, CTRL_Z);
+}
+
+/// Case 2: `fg` after ^Z gives the program the terminal again and continues it; ^C then ends
+/// it and `$?` is 130.
+#[test]
+fn case2_fg_continues_with_the_terminal_and_ctrl_c_ends_it() {
+    let Some(mut s) = Session::start("jobctl-case2") else { return };
+    let (provider, _) = s.run_program("cooked", false);
+    let wrapper = s.suspend(provider, CTRL_Z);
+    s.type_line("fg");
+    s.expect_line("JC-CONT");
+    s.type_line("ping");
+    let got = s.expect_line("JC-GOT ping");
+    assert_eq!(field(&got, "fg"), 1, "after fg the program's group holds the terminal: {got:?}");
+    s.send(CTRL_C);
+    s.wait_gone(provider, "the program after ^C");
+    s.wait_gone(wrapper, "the wrapper after ^C");
+    assert_eq!(s.status(), 130, "^C ends the job with 128+SIGINT");
+    s.wait_only_bash_left("after ^C");
+}
+
+/// Case 3: `bg` after ^Z continues the program without the terminal; its read from the
+/// terminal stops it (SIGTTIN) and bash sees the job stopped; `kill %1` ends the whole tree.
+#[test]
+fn case3_bg_runs_without_the_terminal_and_kill_ends_the_tree() {
+    let Some(mut s) = Session::start("jobctl-case3") else { return };
+    let (provider, _) = s.run_program("cooked", true);
+    let sleeper = wait_for("the program's child", || {
+        tagged_pids(&s.ctx.nonce).into_iter().find(|&p| stat(p).is_some_and(|st| st.1 == provider))
+    });
+    s.suspend(provider, CTRL_Z);
+    s.type_line("bg");
+    let cont = s.expect_line("JC-CONT");
+    assert_eq!(field(&cont, "fg"), 0, "after bg the program runs without the terminal: {cont:?}");
+    s.wait_state(provider, b'T', "the program stopped by its background read (SIGTTIN)");
+    let job = s.wait_job_stopped();
+    assert!(alive(sleeper), "the program's child is still there before kill %1");
+    s.type_line("kill %1");
+    s.wait_only_bash_left(&format!("kill %1 ends the tree (job was: {job})"));
+    s.shell_answers();
+}
+
+/// Case 4: `WRAPPER cmd &` then `fg`: the program gets the terminal. The program reads the
+/// terminal at once, so it stops (SIGTTIN) and the job is reported stopped before `fg`.
+#[test]
+fn case4_background_start_then_fg_gets_the_terminal() {
+    let Some(mut s) = Session::start("jobctl-case4") else { return };
+    let cmd = s.command("cooked", false);
+    s.type_line(&format!("{cmd} &"));
+    let ready = s.expect_line("JC-READY");
+    let provider = field(&ready, "pid");
+    let wrapper = s.wrapper_of(provider);
+    s.wait_state(provider, b'T', "the background program stopped by its read (SIGTTIN)");
+    s.wait_state(wrapper, b'T', "the wrapper stopped with it");
+    s.wait_job_stopped();
+    s.type_line("fg");
+    s.expect_line("JC-CONT");
+    s.type_line("ping");
+    let got = s.expect_line("JC-GOT ping");
+    assert_eq!(field(&got, "fg"), 1, "after fg the program's group holds the terminal: {got:?}");
+    s.type_line("q");
+    s.wait_gone(provider, "the program after q");
+    s.wait_gone(wrapper, "the wrapper after the program");
+    assert_eq!(s.status(), 0);
+    s.wait_only_bash_left("after q");
+}
+
+/// Case 4, the other order: `WRAPPER cmd &`, then `fg` while the program runs and has not
+/// touched the terminal yet (the job is running, so bash sends no SIGCONT); when the program
+/// then reads the terminal, it gets it.
+#[test]
+fn case4_fg_before_the_background_program_reads_the_terminal() {
+    let Some(mut s) = Session::start("jobctl-case4b") else { return };
+    let late = s.ctx.fifo("late");
+    let cmd = s.command_with("cooked", &format!("--late {}", late.display()));
+    s.type_line(&format!("{cmd} &"));
+    let ready = s.expect_line("JC-READY");
+    assert_eq!(field(&ready, "fg"), 0, "started in the background: {ready:?}");
+    let provider = field(&ready, "pid");
+    let wrapper = s.wrapper_of(provider);
+    let (wrapper_pgrp, _) = pgrp_and_tpgid(wrapper).expect("the wrapper's stat");
+    s.type_line("fg");
+    wait_for("bash to give the terminal to the job", || {
+        (pgrp_and_tpgid(s.bash_pid()).map(|(_, tpgid)| tpgid) == Some(wrapper_pgrp)).then_some(())
+    });
+    s.ctx.release(&late);
+    s.type_line("ping");
+    let got = s.expect_line("JC-GOT ping");
+    assert_eq!(field(&got, "fg"), 1, "after fg the program's group holds the terminal: {got:?}");
+    s.type_line("q");
+    s.wait_gone(provider, "the program after q");
+    s.wait_gone(wrapper, "the wrapper after the program");
+    assert_eq!(s.status(), 0);
+    s.wait_only_bash_left("after q");
+}
+
+/// Case 5: a full-screen program that stops its own process group on a ^Z key (raw mode,
+/// `kill(0, SIGTSTP)`) behaves as in cases 1 and 2.
+#[test]
+fn case5_full_screen_program_suspends_itself_and_resumes_on_fg() {
+    let Some(mut s) = Session::start("jobctl-case5") else { return };
+    let (provider, ready) = s.run_program("raw", false);
+    assert_eq!(field(&ready, "fg"), 1, "the program starts in the foreground: {ready:?}");
+    s.expect_line("JC-RAW");
+    let wrapper = s.wrapper_of(provider);
+    s.send(CTRL_Z);
+    s.expect_line("JC-SUSPEND");
+    let report = s.expect("Stopped");
+    assert!(report.contains("[1]+"), "the Stopped report names job 1: {report:?}");
+    s.shell_answers();
+    s.wait_state(provider, b'T', "the program stopped itself");
+    s.wait_state(wrapper, b'T', "the wrapper stopped with it");
+    s.type_line("fg");
+    let resumed = s.expect_line("JC-RESUMED");
+    assert_eq!(field(&resumed, "fg"), 1, "after fg the program holds the terminal: {resumed:?}");
+    s.send("x");
+    let key = s.expect_line("JC-KEY 78");
+    assert_eq!(field(&key, "fg"), 1, "the program reads keys in the foreground: {key:?}");
+    s.send("q");
+    s.wait_gone(provider, "the program after q");
+    s.wait_gone(wrapper, "the wrapper after the program");
+    assert_eq!(s.status(), 0);
+    s.wait_only_bash_left("after q");
+}
+
+/// Case 6, unchanged behaviour: a non-interactive script (no job control) that runs the
+/// wrapper in the foreground still owns the terminal afterwards: its `read` works.
+#[test]
+fn case6_script_keeps_the_terminal_after_the_wrapper_returns() {
+    let Some(mut s) = Session::start("jobctl-case6a") else { return };
+    let cmd = s.command("exit", false);
+    let script = format!(r#"bash -c '{cmd}; echo "JC""-AFTER=$?"; read -r x; echo "JC""-READ=[$x]"' {}"#, s.ctx.tag());
+    s.type_line(&script);
+    let ready = s.expect_line("JC-READY");
+    assert_eq!(field(&ready, "fg"), 1, "the program had the terminal: {ready:?}");
+    let after = s.expect_line("JC-AFTER=");
+    assert_eq!(after, "JC-AFTER=0");
+    s.type_line("hello");
+    let read = s.expect_line("JC-READ=");
+    assert_eq!(read, "JC-READ=[hello]", "the script reads the terminal after the wrapper returned");
+    assert_eq!(s.status(), 0);
+    s.wait_only_bash_left("after the script");
+}
+
+/// Case 6, unchanged behaviour: a program under a foreground wrapper holds the terminal and
+/// reads it.
+#[test]
+fn case6_foreground_program_reads_the_terminal() {
+    let Some(mut s) = Session::start("jobctl-case6b") else { return };
+    let (provider, ready) = s.run_program("cooked", false);
+    assert_eq!(field(&ready, "fg"), 1, "the program's group holds the terminal: {ready:?}");
+    let wrapper = s.wrapper_of(provider);
+    s.type_line("ping");
+    let got = s.expect_line("JC-GOT ping");
+    assert_eq!(field(&got, "fg"), 1, "{got:?}");
+    s.type_line("q");
+    s.wait_gone(provider, "the program after q");
+    s.wait_gone(wrapper, "the wrapper after the program");
+    assert_eq!(s.status(), 0);
+    s.wait_only_bash_left("after q");
+}
+
+/// Case 6, unchanged behaviour: a wrapper started in the background never takes the terminal
+/// foreground; `kill %1` ends its tree.
+#[test]
+fn case6_background_wrapper_never_takes_the_terminal() {
+    let Some(mut s) = Session::start("jobctl-case6c") else { return };
+    let cmd = s.command("hold", true);
+    s.type_line(&format!("{cmd} &"));
+    let ready = s.expect_line("JC-READY");
+    assert_eq!(field(&ready, "fg"), 0, "a background program must not hold the terminal: {ready:?}");
+    let bash = s.bash_pid();
+    let (pgrp, tpgid) = pgrp_and_tpgid(bash).expect("bash's stat");
+    assert_eq!(tpgid, pgrp, "the terminal still belongs to the shell");
+    s.shell_answers();
+    s.type_line("kill %1");
+    s.wait_only_bash_left("kill %1 ends the background tree");
+    let (pgrp, tpgid) = pgrp_and_tpgid(bash).expect("bash's stat");
+    assert_eq!(tpgid, pgrp, "the terminal still belongs to the shell");
+}
+
+/// Case 7 (what happens without a job-control stop): a foreground program stopped from
+/// outside with SIGSTOP does not stop the wrapper, so the shell does not see its job stop;
+/// continued from outside, the program still holds the terminal. With guardian the test waits
+/// for guardian's `stopped` event first, so guardian has handled the stop before it is undone.
+#[test]
+fn case7_stop_from_outside_does_not_stop_the_wrapper() {
+    let Some(mut s) = Session::start("jobctl-case7") else { return };
+    let (provider, _) = s.run_program("cooked", false);
+    let wrapper = s.wrapper_of(provider);
+    assert!(common::signal_tagged(provider, &s.ctx.nonce, libc::SIGSTOP), "SIGSTOP the program");
+    s.wait_state(provider, b'T', "the program stopped by SIGSTOP");
+    if s.events.is_some() {
+        wait_for("guardian's `stopped` event about the program", || {
+            s.events().into_iter().find(|e| e["event"] == "stopped" && e["pid"] == provider)
+        });
+    }
+    let (state, _, _) = stat(wrapper).expect("the wrapper's stat");
+    assert_ne!(state, b'T', "the wrapper must not stop itself for a stop from outside");
+    assert!(common::signal_tagged(provider, &s.ctx.nonce, libc::SIGCONT), "SIGCONT the program");
+    s.type_line("ping");
+    let got = s.expect_line("JC-GOT ping");
+    assert_eq!(field(&got, "fg"), 1, "the program kept the terminal: {got:?}");
+    s.type_line("q");
+    s.wait_gone(provider, "the program after q");
+    s.wait_gone(wrapper, "the wrapper after the program");
+    assert_eq!(s.status(), 0);
+    assert!(!s.transcript().contains("Stopped"), "the shell never saw the job stop:\n{}", s.transcript());
+    s.wait_only_bash_left("after q");
+}
+
+/// Without a terminal: a provider stopped from outside keeps guardian running (it handles
+/// SIGTERM, which a stopped guardian could not: it would see the stop first and never exit),
+/// and SIGTERM still tears the stopped tree down.
+#[test]
+fn no_terminal_stopped_provider_is_still_torn_down_by_sigterm() {
+    let ctx = Ctx::new("jobctl-noterm-term");
+    let script = format!("{} & echo $! > child; echo $$ > pid; wait", ctx.sleep());
+    let mut g = ctx.guardian().script(&script).spawn();
+    let provider = ctx.wait_pid_file("pid");
+    let child = ctx.wait_pid_file("child");
+    for pid in [provider, child] {
+        assert!(common::signal_tagged(pid, &ctx.nonce, libc::SIGSTOP));
+    }
+    wait_for("the provider to be stopped", || stat(provider).is_some_and(|s| s.0 == b'T').then_some(()));
+    g.signal(libc::SIGTERM);
+    // 143 once the stop signal is followed by SIGCONT (issue 14.2); 137 when the stopped
+    // provider only died of the SIGKILL at the end of the grace. Either way guardian ran.
+    let code = g.wait_code();
+    assert!(code == 128 + libc::SIGTERM || code == 128 + libc::SIGKILL, "exit {code}; stderr: {}", g.stderr());
+    ctx.wait_tree_gone();
+    g.final_events();
+}
+
+/// Without a terminal: `--timeout` still fires while the provider is stopped, and the stopped
+/// tree is torn down.
+#[test]
+fn no_terminal_stopped_provider_is_still_torn_down_by_timeout() {
+    let ctx = Ctx::new("jobctl-noterm-timeout");
+    let script = format!("{} & echo $$ > pid; wait", ctx.sleep());
+    let mut g = ctx.guardian().args(["--timeout", "2s"]).script(&script).spawn();
+    let provider = ctx.wait_pid_file("pid");
+    assert!(common::signal_tagged(provider, &ctx.nonce, libc::SIGSTOP));
+    let code = g.wait_code();
+    assert_eq!(code, 124, "stderr: {}", g.stderr());
+    ctx.wait_tree_gone();
+    g.final_events();
+}
