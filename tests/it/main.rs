@@ -10,6 +10,7 @@ mod core;
 mod denial;
 mod doctor;
 mod exhaustion;
+mod job_control;
 mod namespaces;
 mod restricted;
 mod security;

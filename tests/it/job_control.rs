@@ -30,8 +30,6 @@
 //! (bash through a tagged symlink, the rest through their argv) and all of them are killed
 //! through the harness's pidfd-verified killer when a test ends, however it ends.
 
-mod common;
-
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
 use std::os::fd::AsRawFd;
@@ -42,7 +40,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use common::{Ctx, DEADLINE, NOBODY, POLL, alive, is_root, kill_tagged, stat, tagged_pids, wait_for};
+use crate::harness::{
+    self as common, Ctx, DEADLINE, NOBODY, POLL, alive, is_root, kill_tagged, stat, tagged_pids, wait_for,
+};
 
 const PROMPT: &str = "JC-PROMPT> ";
 const PROGRAM: &str = include_str!("job_control_program.py");
@@ -148,11 +148,13 @@ impl Session {
     fn start(name: &str) -> Option<Session> {
         let ctx = Ctx::new(name);
         let Some(python) = find_program("python3", &["/usr/bin/python3", "/usr/local/bin/python3"]) else {
-            eprintln!("skipped: no python3 that uid {NOBODY} can run");
+            assert!(!is_root(), "the job-control tests need python3 that uid {NOBODY} can run: install python3");
+            common::skipped(name, &format!("no python3 that uid {NOBODY} can run"));
             return None;
         };
         let Some(bash) = find_program("bash", &["/usr/bin/bash", "/bin/bash"]) else {
-            eprintln!("skipped: no bash");
+            assert!(!is_root(), "the job-control tests need bash: install bash");
+            common::skipped(name, "no bash");
             return None;
         };
         let program = ctx.path("job_control_program.py");
