@@ -368,6 +368,10 @@ impl State {
     fn continued(&mut self, foreground: bool, out: &mut Vec<Action>) {
         match self.phase {
             Phase::GuardianSuspended { .. } => {
+                // guardian runs again: from here the provider's next stop is a new job-control
+                // stop, even when the kernel folds its continue and that stop into one report
+                // (bg, then a read from the terminal).
+                self.phase = Phase::Running;
                 // fg gives guardian's group the terminal first; bg does not.
                 if foreground {
                     self.give_terminal(out);
@@ -408,6 +412,16 @@ impl State {
         }
         if !self.cfg.job_control {
             // PID 1: nobody above would see guardian stop, and the kernel would not stop it.
+            out.push(Action::ContinueProviderGroup);
+            return;
+        }
+        if fg == Foreground::Guardian && signal != libc::SIGTSTP {
+            // guardian's group holds the terminal (a background guardian was brought to the
+            // foreground with `fg` while the provider ran, so no SIGCONT came) and the provider
+            // stopped on a terminal read or write: it is the foreground job now. Hand it the
+            // terminal and let it go on, as the shell would have done for the provider itself.
+            self.phase = Phase::Running;
+            self.give_terminal(out);
             out.push(Action::ContinueProviderGroup);
             return;
         }

@@ -242,6 +242,35 @@ fn bg_continues_the_provider_without_the_terminal() {
 }
 
 #[test]
+fn bg_then_a_read_folded_into_one_report_stops_the_job_again() {
+    // The kernel may fold the provider's continue and its next stop into one waitid report:
+    // no ProviderContinued between them. guardian's own SIGCONT already ended its suspension.
+    let mut s = state_with(None, false, Terminal::Provider);
+    s.on(Happened::ProviderStopped { signal: libc::SIGTSTP, foreground: Foreground::Provider }, ms(0));
+    s.on(Happened::Continued { foreground: false }, ms(10));
+    assert_eq!(s.phase(), Phase::Running);
+    let out = s.on(Happened::ProviderStopped { signal: libc::SIGTTIN, foreground: Foreground::Other }, ms(20));
+    assert_eq!(out, vec![Action::EmitStopped { signal: libc::SIGTTIN }, Action::SuspendSelf(libc::SIGTTIN)]);
+    assert_eq!(s.phase(), Phase::GuardianSuspended { signal: libc::SIGTTIN });
+}
+
+#[test]
+fn terminal_read_while_guardian_holds_the_foreground_hands_it_over() {
+    // `guardian -- cmd &`, then `fg` before cmd touched the terminal: bash gives guardian's
+    // group the foreground and sends no SIGCONT; cmd's first read stops it with SIGTTIN.
+    for signal in [libc::SIGTTIN, libc::SIGTTOU] {
+        let mut s = state_with(None, false, Terminal::Guardian);
+        let out = s.on(Happened::ProviderStopped { signal, foreground: Foreground::Guardian }, ms(0));
+        assert_eq!(out, vec![Action::EmitStopped { signal }, Action::GiveTerminal, Action::ContinueProviderGroup]);
+        assert_eq!(s.phase(), Phase::Running);
+    }
+    // ^Z reaches guardian's group there, is forwarded, and stops the job as usual.
+    let mut s = state_with(None, false, Terminal::Guardian);
+    let out = s.on(Happened::ProviderStopped { signal: libc::SIGTSTP, foreground: Foreground::Guardian }, ms(0));
+    assert_eq!(out, vec![Action::EmitStopped { signal: libc::SIGTSTP }, Action::SuspendSelf(libc::SIGTSTP)]);
+}
+
+#[test]
 fn refused_suspend_resumes_the_provider() {
     let mut s = state_with(None, false, Terminal::Provider);
     s.on(Happened::ProviderStopped { signal: libc::SIGTSTP, foreground: Foreground::Provider }, ms(0));
