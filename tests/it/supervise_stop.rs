@@ -287,10 +287,15 @@ fn stop_request_continues_a_group_stopped_by_job_control() {
         .guardian()
         .args(["--grace", "60s"])
         .script(&format!(
+            // The provider waits in `wait` (interruptible) rather than running foreground
+            // commands: dash starts those with vfork, and a vfork parent cannot stop while its
+            // stopped child has not exec'd, so the group's stop would never be complete.
             r#"trap 'exit 6' TERM
 echo $$ > ready
+{long} &
 ( sleep {nap}; kill -TSTP 0 ) &
-while :; do sleep {nap}; done"#
+while :; do wait; done"#,
+            long = ctx.sleep()
         ))
         .spawn();
     let provider = ctx.wait_pid_file("ready");
