@@ -1,10 +1,24 @@
-//! log: leveled diagnostics on stderr, every line prefixed `guardian:`. Write errors (closed
-//! or broken stderr) are ignored: logging never stops a teardown.
+//! log: leveled diagnostics on stderr, every line prefixed `guardian:`. Logging never stops a
+//! teardown: write errors (closed or broken stderr) are ignored, and once guardian supervises
+//! ([`never_block`]) stderr is written through guardian's own non-blocking description (the
+//! caller's description keeps its flags), so a stderr pipe nobody reads cannot block guardian.
+//! Lines that do not fit are dropped, counted, and reported once at exit ([`finish`]).
 
 use std::io::Write;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU8, Ordering};
 
+use crate::events::Writer;
+
 static LEVEL: AtomicU8 = AtomicU8::new(1);
+
+/// guardian's non-blocking stderr, once [`never_block`] ran, and the lines it dropped.
+static SINK: Mutex<Option<Sink>> = Mutex::new(None);
+
+struct Sink {
+    out: Writer,
+    dropped: u64,
+}
 
 pub const FATAL: u8 = 0;
 pub const WARN: u8 = 1;
@@ -19,12 +33,56 @@ pub fn enabled(level: u8) -> bool {
     level <= LEVEL.load(Ordering::Relaxed)
 }
 
+/// From now on, stderr is written without ever blocking: a pipe or terminal is reopened
+/// through `/proc/self/fd/2` as guardian's own `O_NONBLOCK` description (else written with
+/// `RWF_NOWAIT`, or after poll() at most `PIPE_BUF` bytes), a socket with `MSG_DONTWAIT`.
+/// Called after the events fd is taken over (the new fd must not take a number the caller
+/// named). Regular files stay plain writes.
+pub fn never_block() {
+    let Some(out) = crate::events::writer_for(2) else { return };
+    let mut sink = SINK.lock().unwrap_or_else(|p| p.into_inner());
+    *sink = Some(Sink { out, dropped: 0 });
+}
+
 pub fn write(level: u8, args: std::fmt::Arguments<'_>) {
     if !enabled(level) {
         return;
     }
     let line = format!("guardian: {args}\n");
-    let _ = std::io::stderr().lock().write_all(line.as_bytes());
+    let mut sink = SINK.lock().unwrap_or_else(|p| p.into_inner());
+    match sink.as_mut() {
+        Some(sink) => {
+            if !write_line(&mut sink.out, line.as_bytes()) {
+                sink.dropped += 1;
+            }
+        }
+        None => {
+            let _ = std::io::stderr().lock().write_all(line.as_bytes());
+        }
+    }
+}
+
+/// Writes what fits now; false when the line was not (completely) written.
+fn write_line(out: &mut Writer, mut line: &[u8]) -> bool {
+    while !line.is_empty() {
+        match out.write(line) {
+            Ok(0) | Err(_) => return false,
+            Ok(n) => line = &line[n..],
+        }
+    }
+    true
+}
+
+/// Reports, once, how many lines stderr could not take (best effort: it may still be full).
+pub fn finish() {
+    let mut sink = SINK.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(sink) = sink.as_mut()
+        && sink.dropped > 0
+    {
+        let line = format!("guardian: {} log line(s) dropped: stderr was not being read\n", sink.dropped);
+        sink.dropped = 0;
+        let _ = write_line(&mut sink.out, line.as_bytes());
+    }
 }
 
 #[macro_export]
