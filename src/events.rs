@@ -1,13 +1,15 @@
-//! events: the JSON Lines stream on `--events-fd`. Owns the fd (made close-on-exec, or
-//! reopened as guardian's own non-blocking description for pipes), buffers lines the reader
+//! events: the JSON Lines stream on `--events-fd`. Checks that the fd can carry events (open
+//! for writing, not stdin, not a directory), owns it (made close-on-exec, or reopened as
+//! guardian's own non-blocking description for pipes and terminals), buffers lines the reader
 //! has not taken yet, and never blocks or stops the teardown: a full pipe is flushed from the
-//! poll loop (POLLOUT), a broken or closed one is dropped.
+//! poll loop (POLLOUT), a broken or closed one is dropped. The same non-blocking [`Writer`]
+//! carries the log's stderr (`log::never_block`).
 //!
 //! A pipe that cannot be reopened (it belongs to another user, or /proc is missing) is
 //! written with `RWF_NOWAIT`, and where the kernel lacks that for pipes, only after poll()
 //! reports room and at most `PIPE_BUF` bytes at a time (which then cannot block while
 //! guardian is the pipe's only writer). Plain blocking writes remain only for regular files
-//! and terminals.
+//! and terminals that cannot be reopened.
 
 use std::fs::OpenOptions;
 use std::io;
@@ -222,9 +224,8 @@ fn check_writable(n: RawFd, fd: BorrowedFd<'_>) -> Result<(), String> {
 /// flags); where that is refused, a pipe is written with `RWF_NOWAIT` (or poll + `PIPE_BUF`),
 /// a terminal blocking. Sockets use `MSG_DONTWAIT`; regular files block (briefly).
 fn nonblocking_writer(n: RawFd, fd: BorrowedFd<'_>) -> Result<(OwnedFd, Kind), String> {
-    let dup = || {
-        rustix::io::fcntl_dupfd_cloexec(fd, 3).map_err(|e| format!("fcntl(F_DUPFD_CLOEXEC) on fd {n} failed: {e}"))
-    };
+    let dup =
+        || rustix::io::fcntl_dupfd_cloexec(fd, 3).map_err(|e| format!("fcntl(F_DUPFD_CLOEXEC) on fd {n} failed: {e}"));
     let meta = rustix::fs::fstat(fd).map(|st| rustix::fs::FileType::from_raw_mode(st.st_mode));
     Ok(match meta {
         Ok(rustix::fs::FileType::Fifo) => match reopen_nonblocking(n, 0) {

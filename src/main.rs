@@ -146,7 +146,7 @@ fn start(cli: &cli::Cli, me: i32, events: &mut Events) -> Result<Started, Failur
         debug!("/proc is missing or belongs to another PID namespace: the leaf cgroup finds the descendants");
         events.emit(
             "fallback",
-            json!({"what": "proc", "errno": "ENOENT", "detail": "/proc cannot list descendants; the leaf cgroup contains them (cgroup.kill)"}),
+            json!({"what": "proc", "errno": "ENOENT", "detail": "/proc cannot list or verify descendants; the leaf cgroup contains them: cgroup.kill at the grace deadline, the stop signal reaches only the provider"}),
         );
     }
 
@@ -327,7 +327,7 @@ fn watch_parent_outside(events: &mut Events) -> Result<Option<ParentWatch>, Fail
         events.emit("fallback", json!({"what": "parent-watch", "errno": "ESRCH", "detail": "the parent is outside guardian's PID namespace and no real-time signal is free for PR_SET_PDEATHSIG; parent death is not noticed"}));
         return Ok(None);
     };
-    let name = signals::name(sig);
+    let name = if sig == max { "SIGRTMAX".to_string() } else { signals::name(sig) };
     if let Err(e) = sys::set_pdeathsig(sig) {
         return Err(fail(format!(
             "guardian's parent is outside its PID namespace and prctl(PR_SET_PDEATHSIG) failed: {e}; start guardian from a process inside its PID namespace, or pass --no-parent-watch"

@@ -202,7 +202,8 @@ mod tests {
     #[test]
     fn consumed_variables_are_the_documented_ones() {
         let names = super::consumed_variables();
-        for name in ["GUARDIAN_EVENTS_FD", "GUARDIAN_GRACE", "GUARDIAN_CGROUP", "GUARDIAN_VERBOSE", "GUARDIAN_TIMEOUT"] {
+        for name in ["GUARDIAN_EVENTS_FD", "GUARDIAN_GRACE", "GUARDIAN_CGROUP", "GUARDIAN_VERBOSE", "GUARDIAN_TIMEOUT"]
+        {
             assert!(names.iter().any(|n| n == name), "{name} missing from {names:?}");
         }
         assert!(names.iter().all(|n| n.starts_with("GUARDIAN_")), "{names:?}");

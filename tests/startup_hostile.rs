@@ -257,3 +257,61 @@ fn guardian_settings_do_not_leak_into_the_provider() {
     let ev = g.final_events();
     assert_eq!(ev.last().unwrap()["status"], 4);
 }
+
+/// The cgroup2 mount point, from /proc/self/mountinfo (only plain paths, enough for tests).
+fn cgroup2_mount() -> Option<std::path::PathBuf> {
+    let text = fs::read_to_string("/proc/self/mountinfo").ok()?;
+    text.lines().find_map(|l| {
+        let (left, right) = l.split_once(" - ")?;
+        let f: Vec<&str> = left.split(' ').collect();
+        (right.starts_with("cgroup2 ") && f.len() > 4 && f[3] == "/").then(|| std::path::PathBuf::from(f[4]))
+    })
+}
+
+/// A cgroup delegated to nobody; removed (after its members are gone) on drop.
+struct Delegated(std::path::PathBuf);
+
+impl Drop for Delegated {
+    fn drop(&mut self) {
+        let _ = wait_for_within("the test cgroup to empty", DEADLINE, &mut || {
+            let procs = fs::read_to_string(self.0.join("cgroup.procs")).unwrap_or_default();
+            procs.trim().is_empty().then_some(())
+        });
+        let _ = fs::remove_dir(&self.0);
+    }
+}
+
+/// Item 4, the exception: in blind mode a leaf cgroup contains the tree, so guardian runs
+/// (a `fallback` event says the leaf finds the descendants) and the tree is gone at release.
+#[test]
+fn blind_mode_with_a_leaf_cgroup_contains_the_tree() {
+    skip_unless_pidns!("blind_mode_with_a_leaf_cgroup_contains_the_tree");
+    let Some(mount) = cgroup2_mount().filter(|m| m.join("cgroup.procs").exists()) else {
+        eprintln!("SKIPPED blind_mode_with_a_leaf_cgroup_contains_the_tree: no usable cgroup2 mount");
+        return;
+    };
+    let ctx = Ctx::new("blind-leaf");
+    let cg = Delegated(mount.join(format!("guardian-test-{}", ctx.nonce)));
+    fs::create_dir(&cg.0).expect("mkdir test cgroup");
+    for f in ["", "cgroup.procs", "cgroup.subtree_control", "cgroup.threads"] {
+        let p = if f.is_empty() { cg.0.clone() } else { cg.0.join(f) };
+        std::os::unix::fs::chown(&p, Some(NOBODY), Some(NOBODY)).expect("chown (delegate)");
+    }
+    let tag = ctx.tag();
+    let s = ctx.sleep();
+    // The namespace's init (root) joins the delegated cgroup, then runs guardian as nobody.
+    let init = format!(r#"echo $$ > {}/cgroup.procs && {} "$@"; exit $?"#, cg.0.display(), SETPRIV_NOBODY.join(" "));
+    let mut g = ctx
+        .guardian()
+        .privileged()
+        .wrapper(["unshare", "--pid", "--fork", "sh", "-c", init.as_str(), &format!("init-{tag}")])
+        .args(["--cgroup", "auto", "--grace", "200ms"])
+        .script(&format!("setsid sh -c 'echo $$ > {0}/orphan; exec {s}' {tag} & until [ -s {0}/orphan ]; do sleep 0.01; done; exit 6", ctx.dir.display()))
+        .spawn();
+    assert_eq!(g.wait_code(), 6, "stderr: {}", g.stderr());
+    ctx.assert_nothing_left();
+    let ev = g.final_events();
+    assert!(ev.iter().any(|e| e["event"] == "fallback" && e["what"] == "proc"), "{ev:?}");
+    let spawned = find(&ev, |e| e["event"] == "spawned").expect("spawned").1;
+    assert_eq!(spawned["mode"], "cgroup", "{spawned}");
+}
