@@ -99,7 +99,10 @@ impl Events {
                 "--events-fd {n}: file descriptor {n} {why}; pass a dedicated fd open for writing (e.g. `3>events.jsonl`)"
             ));
         }
-        let (fd, kind) = nonblocking_writer(n, inherited.as_fd()).map_err(|e| format!("--events-fd {n}: {e}"))?;
+        let (fd, kind, note) = nonblocking_writer(n, inherited.as_fd()).map_err(|e| format!("--events-fd {n}: {e}"))?;
+        if let Some(note) = note {
+            crate::debug!("events {note}");
+        }
         if n > 2 {
             // guardian writes through its own close-on-exec copy; the caller's number is
             // closed so the provider cannot inherit it.
@@ -222,40 +225,42 @@ fn check_writable(n: RawFd, fd: BorrowedFd<'_>) -> Result<(), String> {
 /// guardian's own write side of the caller's fd `n`: a pipe or terminal is reopened through
 /// `/proc/self/fd/N` as a new `O_NONBLOCK` description (the caller's description keeps its
 /// flags); where that is refused, a pipe is written with `RWF_NOWAIT` (or poll + `PIPE_BUF`),
-/// a terminal blocking. Sockets use `MSG_DONTWAIT`; regular files block (briefly).
-fn nonblocking_writer(n: RawFd, fd: BorrowedFd<'_>) -> Result<(OwnedFd, Kind), String> {
+/// a terminal blocking. Sockets use `MSG_DONTWAIT`; regular files block (briefly). The note
+/// says what could not be done, for the caller to log (the log itself may be what is set up).
+fn nonblocking_writer(n: RawFd, fd: BorrowedFd<'_>) -> Result<(OwnedFd, Kind, Option<String>), String> {
     let dup =
         || rustix::io::fcntl_dupfd_cloexec(fd, 3).map_err(|e| format!("fcntl(F_DUPFD_CLOEXEC) on fd {n} failed: {e}"));
     let meta = rustix::fs::fstat(fd).map(|st| rustix::fs::FileType::from_raw_mode(st.st_mode));
     Ok(match meta {
         Ok(rustix::fs::FileType::Fifo) => match reopen_nonblocking(n, 0) {
-            Ok(fd) => (fd, Kind::NonBlocking),
+            Ok(fd) => (fd, Kind::NonBlocking, None),
             Err(e) => {
-                crate::debug!("fd {n}: cannot reopen the pipe non-blocking ({e}); writing with RWF_NOWAIT");
-                (dup()?, Kind::NowaitPipe)
+                let note = format!("fd {n}: cannot reopen the pipe non-blocking ({e}); writing with RWF_NOWAIT");
+                (dup()?, Kind::NowaitPipe, Some(note))
             }
         },
-        Ok(rustix::fs::FileType::Socket) => (dup()?, Kind::Socket),
+        Ok(rustix::fs::FileType::Socket) => (dup()?, Kind::Socket, None),
         Ok(rustix::fs::FileType::CharacterDevice) if sys::isatty(fd.as_raw_fd()) => {
             match reopen_nonblocking(n, libc::O_NOCTTY) {
-                Ok(fd) => (fd, Kind::NonBlocking),
+                Ok(fd) => (fd, Kind::NonBlocking, None),
                 Err(e) => {
-                    crate::debug!("fd {n}: cannot reopen the terminal non-blocking ({e}); writes may block");
-                    (dup()?, Kind::Blocking)
+                    let note = format!("fd {n}: cannot reopen the terminal non-blocking ({e}); writes may block");
+                    (dup()?, Kind::Blocking, Some(note))
                 }
             }
         }
-        _ => (dup()?, Kind::Blocking),
+        _ => (dup()?, Kind::Blocking, None),
     })
 }
 
-/// A `Writer` on fd `n` (for the log's stderr); `None` when `n` is not open.
-pub fn writer_for(n: RawFd) -> Option<Writer> {
+/// A `Writer` on fd `n` (for the log's stderr) and a note on what could not be done; `None`
+/// when `n` is not open.
+pub fn writer_for(n: RawFd) -> Option<(Writer, Option<String>)> {
     let fd = sys::take_inherited_fd(n)?;
     let made = nonblocking_writer(n, fd.as_fd());
     // The caller's number stays open and the caller's: this borrowed it.
     let _ = fd.into_raw_fd();
-    made.ok().map(|(fd, kind)| Writer { fd, kind })
+    made.ok().map(|(fd, kind, note)| (Writer { fd, kind }, note))
 }
 
 fn reopen_nonblocking(n: RawFd, extra: i32) -> io::Result<OwnedFd> {

@@ -39,9 +39,11 @@ pub fn enabled(level: u8) -> bool {
 /// Called after the events fd is taken over (the new fd must not take a number the caller
 /// named). Regular files stay plain writes.
 pub fn never_block() {
-    let Some(out) = crate::events::writer_for(2) else { return };
-    let mut sink = SINK.lock().unwrap_or_else(|p| p.into_inner());
-    *sink = Some(Sink { out, dropped: 0 });
+    let Some((out, note)) = crate::events::writer_for(2) else { return };
+    *SINK.lock().unwrap_or_else(|p| p.into_inner()) = Some(Sink { out, dropped: 0 });
+    if let Some(note) = note {
+        crate::debug!("stderr {note}");
+    }
 }
 
 pub fn write(level: u8, args: std::fmt::Arguments<'_>) {
@@ -93,3 +95,36 @@ macro_rules! warn { ($($t:tt)*) => { $crate::log::write($crate::log::WARN, forma
 macro_rules! info { ($($t:tt)*) => { $crate::log::write($crate::log::INFO, format_args!($($t)*)) } }
 #[macro_export]
 macro_rules! debug { ($($t:tt)*) => { $crate::log::write($crate::log::DEBUG, format_args!($($t)*)) } }
+
+#[cfg(test)]
+mod tests {
+    use std::io::Read;
+    use std::os::fd::AsRawFd;
+
+    use super::*;
+
+    /// A full stderr pipe: lines are dropped without blocking, counted, and the count is
+    /// reported once when there is room again.
+    #[test]
+    fn full_stderr_drops_lines_and_reports_them_once() {
+        let (r, w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).expect("pipe");
+        let (mut out, _) = crate::events::writer_for(w.as_raw_fd()).expect("writer");
+        let mut filled = 0;
+        while let Ok(n) = out.write(&[b'x'; 4096]) {
+            filled += n;
+        }
+        *SINK.lock().unwrap_or_else(|p| p.into_inner()) = Some(Sink { out, dropped: 0 });
+        write(FATAL, format_args!("first dropped line"));
+        write(FATAL, format_args!("second dropped line"));
+        let mut reader = std::fs::File::from(r);
+        let mut drained = vec![0u8; filled];
+        reader.read_exact(&mut drained).expect("drain");
+        finish();
+        finish();
+        *SINK.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        drop(w);
+        let mut rest = String::new();
+        reader.read_to_string(&mut rest).expect("read the report");
+        assert_eq!(rest, "guardian: 2 log line(s) dropped: stderr was not being read\n");
+    }
+}

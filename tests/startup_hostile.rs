@@ -273,11 +273,11 @@ struct Delegated(std::path::PathBuf);
 
 impl Drop for Delegated {
     fn drop(&mut self) {
-        let _ = wait_for_within("the test cgroup to empty", DEADLINE, &mut || {
-            let procs = fs::read_to_string(self.0.join("cgroup.procs")).unwrap_or_default();
-            procs.trim().is_empty().then_some(())
-        });
-        let _ = fs::remove_dir(&self.0);
+        // Dropped after the test's Ctx, whose cleanup killed every tagged process; never panics.
+        let end = std::time::Instant::now() + DEADLINE;
+        while fs::remove_dir(&self.0).is_err() && std::time::Instant::now() < end {
+            std::thread::sleep(POLL);
+        }
     }
 }
 
@@ -290,8 +290,9 @@ fn blind_mode_with_a_leaf_cgroup_contains_the_tree() {
         eprintln!("SKIPPED blind_mode_with_a_leaf_cgroup_contains_the_tree: no usable cgroup2 mount");
         return;
     };
+    // Declared before the Ctx, so it is dropped after the Ctx killed what is left.
+    let cg = Delegated(mount.join(format!("guardian-test-{}", random_digits(9))));
     let ctx = Ctx::new("blind-leaf");
-    let cg = Delegated(mount.join(format!("guardian-test-{}", ctx.nonce)));
     fs::create_dir(&cg.0).expect("mkdir test cgroup");
     for f in ["", "cgroup.procs", "cgroup.subtree_control", "cgroup.threads"] {
         let p = if f.is_empty() { cg.0.clone() } else { cg.0.join(f) };
@@ -314,4 +315,28 @@ fn blind_mode_with_a_leaf_cgroup_contains_the_tree() {
     assert!(ev.iter().any(|e| e["event"] == "fallback" && e["what"] == "proc"), "{ev:?}");
     let spawned = find(&ev, |e| e["event"] == "spawned").expect("spawned").1;
     assert_eq!(spawned["mode"], "cgroup", "{spawned}");
+}
+
+/// Item 3: `guardian doctor` run the same way (parent outside its PID namespace) reports the
+/// PR_SET_PDEATHSIG parent watch as a degradation.
+#[test]
+fn doctor_reports_the_deathsig_parent_watch() {
+    skip_unless_pidns!("doctor_reports_the_deathsig_parent_watch");
+    let holder = Ctx::new("pdeath-doctor-holder");
+    let (mut unshare, init) = namespace_holder(&holder);
+    let bin = guardian_bin().display().to_string();
+    let init_s = init.to_string();
+    let mut args = vec!["-t", init_s.as_str(), "-p", "-m", "--"];
+    args.extend(SETPRIV_NOBODY);
+    args.extend([bin.as_str(), "doctor", "--json"]);
+    let out = Command::new("nsenter").args(&args).stdin(Stdio::null()).output().expect("run doctor");
+    let _ = unshare.kill();
+    let _ = unshare.wait();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let r: serde_json::Value =
+        serde_json::from_str(text.trim()).unwrap_or_else(|e| panic!("doctor --json ({e}): {text}"));
+    let degraded = r["degraded"].as_array().cloned().unwrap_or_default();
+    let watch = degraded.iter().find(|p| p["what"] == "parent-watch").unwrap_or_else(|| panic!("{r:#}"));
+    assert!(watch["problem"].as_str().is_some_and(|p| p.contains("PR_SET_PDEATHSIG")), "{watch}");
+    assert_eq!(out.status.code(), Some(1), "degraded means exit 1: {r:#}");
 }
