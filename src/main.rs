@@ -316,7 +316,8 @@ fn watch_parent(events: &mut Events, me: i32) -> Result<Option<ParentWatch>, Fai
 /// still knows the parent: `PR_SET_PDEATHSIG` with the highest real-time signal guardian
 /// reads from its signalfd (not one a driver forwards in practice). Its limits
 /// (docs/design.md): it fires when the parent *thread* that started guardian exits, a kill()
-/// of that number from outside the namespace is taken for parent death, and a parent that
+/// of that number from outside the namespace (or from anywhere while the uid's queued-signal
+/// quota is exhausted, which drops the sender) is taken for parent death, and a parent that
 /// died before the prctl is noticed only when guardian's new parent is visible.
 fn watch_parent_outside(events: &mut Events) -> Result<Option<ParentWatch>, Failure> {
     let (min, max) = sys::sigrt_range();

@@ -13,6 +13,11 @@ use std::process::{Command, Stdio};
 use common::*;
 
 const SETPRIV_NOBODY: [&str; 4] = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"];
+/// For the parent-death tests: an unprivileged uid of its own. Queued real-time signals are
+/// charged to the receiver's uid (RLIMIT_SIGPENDING); when other tests' signal storms exhaust
+/// nobody's quota, the kernel delivers a real-time signal without its sender (pid 0), which
+/// would make a forwarded SIGRTMAX look like the parent-death signal.
+const SETPRIV_OWN_UID: [&str; 4] = ["setpriv", "--reuid=65533", "--regid=65533", "--clear-groups"];
 
 /// Why PID-namespace tests cannot run here, if they cannot.
 fn pidns_unavailable() -> Option<String> {
@@ -64,7 +69,7 @@ fn parent_outside_the_pid_namespace_is_still_watched() {
     let dir = ctx.dir.display().to_string();
     let init_s = init.to_string();
     let mut wrapper = vec!["nsenter", "-t", init_s.as_str(), "-p", "-m", "--"];
-    wrapper.extend(SETPRIV_NOBODY);
+    wrapper.extend(SETPRIV_OWN_UID);
     // The wrapper (nsenter) is our child; guardian is nsenter's child inside the namespace.
     let mut g = ctx
         .guardian()
@@ -99,7 +104,8 @@ fn parent_outside_the_pid_namespace_is_still_watched() {
 }
 
 /// Item 3, the other half: the same signal number sent by guardian's own tree (a sender guardian
-/// can see, so si_pid is not 0) is forwarded as usual, not taken for parent death.
+/// can see, so si_pid is not 0) is forwarded as usual, not taken for parent death. (guardian
+/// runs as a uid of its own: see [`SETPRIV_OWN_UID`].)
 #[test]
 fn death_signal_number_from_inside_is_forwarded() {
     skip_unless_pidns!("death_signal_number_from_inside_is_forwarded");
@@ -110,7 +116,7 @@ fn death_signal_number_from_inside_is_forwarded() {
     let dir = ctx.dir.display().to_string();
     let init_s = init.to_string();
     let mut wrapper = vec!["nsenter", "-t", init_s.as_str(), "-p", "-m", "--"];
-    wrapper.extend(SETPRIV_NOBODY);
+    wrapper.extend(SETPRIV_OWN_UID);
     let rtmax = libc::SIGRTMAX();
     // The provider's child sends SIGRTMAX to guardian (its grandparent's pid, read from /proc).
     let mut g = ctx
@@ -327,7 +333,7 @@ fn doctor_reports_the_deathsig_parent_watch() {
     let bin = guardian_bin().display().to_string();
     let init_s = init.to_string();
     let mut args = vec!["-t", init_s.as_str(), "-p", "-m", "--"];
-    args.extend(SETPRIV_NOBODY);
+    args.extend(SETPRIV_OWN_UID);
     args.extend([bin.as_str(), "doctor", "--json"]);
     let out = Command::new("nsenter").args(&args).stdin(Stdio::null()).output().expect("run doctor");
     let _ = unshare.kill();
