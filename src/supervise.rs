@@ -90,8 +90,9 @@ pub enum ParentWatch {
 impl ParentWatch {
     /// Whether `info` is the kernel's parent-death signal: the chosen number, `SI_USER`, and
     /// sender pid 0 (the dying parent is outside guardian's namespace). A kill() of the same
-    /// number from outside the namespace looks the same; docs/design.md says why that is
-    /// accepted (a real-time signal nobody sends guardian in practice).
+    /// number from outside the namespace looks the same, and so does any kill() of it while the
+    /// uid's RLIMIT_SIGPENDING is exhausted (the kernel then drops the sender); docs/design.md
+    /// (start-up step 5) says why that is accepted.
     pub fn is_death_signal(&self, info: &sys::SigInfo) -> bool {
         matches!(self, ParentWatch::Deathsig(sig) if info.signo == *sig && info.code == libc::SI_USER && info.pid == 0)
     }
