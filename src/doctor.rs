@@ -82,6 +82,44 @@ fn mode_for(request: Option<&OsStr>, me: i32, cg: &CgroupFacts, problems: &mut V
     None
 }
 
+/// What the start-up steps that depend on where guardian runs would do (docs/design.md,
+/// start-up steps 5 and 6): the parent watch when the parent is outside guardian's PID
+/// namespace, and blind mode (a foreign or missing /proc, not PID 1), which guardian refuses
+/// without a leaf cgroup. Returns the mode, `None` when guardian would refuse to start.
+fn startup_checks(
+    me: i32,
+    own_proc: bool,
+    mode: Option<&'static str>,
+    problems: &mut Vec<Problem>,
+    notes: &mut Vec<String>,
+) -> Option<&'static str> {
+    if me != 1 && rustix::process::getppid().is_none() {
+        problems.push(Problem::new(
+            "parent-watch",
+            "the parent is outside guardian's PID namespace (getppid() is 0, as under docker/podman/kubectl exec or nsenter -p): \
+             parent death is watched with PR_SET_PDEATHSIG(SIGRTMAX) instead of a pidfd (a `fallback` event says so); it fires \
+             when the parent *thread* that started guardian exits, and a SIGRTMAX sent from outside the namespace counts as parent death",
+            "start guardian from a process inside its PID namespace, or run it as the namespace's PID 1",
+        ));
+    }
+    if own_proc || me == 1 {
+        return mode;
+    }
+    if mode == Some("cgroup") {
+        notes.push(
+            "/proc is missing or belongs to another PID namespace: the leaf cgroup alone finds the descendants (a `fallback` event says so)"
+                .into(),
+        );
+        return mode;
+    }
+    problems.push(Problem::new(
+        "proc",
+        "/proc is missing or belongs to another PID namespace and guardian is not PID 1: descendants cannot be found, so guardian would refuse to start (exit 125)",
+        "mount a /proc of this PID namespace (e.g. unshare --mount-proc), use --cgroup, or run guardian as PID 1 of the namespace",
+    ));
+    None
+}
+
 /// A reason guardian would run degraded, with the fix.
 struct Problem {
     what: &'static str,
@@ -455,13 +493,7 @@ pub fn run(json_out: bool, request: Option<&OsString>) -> i32 {
             child.waitid_pidfd.detail
         ));
     }
-    if !procf.own_namespace && me != 1 {
-        problems.push(Problem::new(
-            "proc",
-            "/proc is missing or belongs to another PID namespace: descendants cannot be listed, so after the provider exits guardian can only wait for them, not stop them",
-            "mount a /proc of this PID namespace (e.g. unshare --mount-proc, or --pid=host/--pid=container consistency), or run guardian as PID 1 of the namespace",
-        ));
-    }
+    let mode = startup_checks(me, procf.own_namespace, mode, &mut problems, &mut notes);
     if let Some(h) = &procf.hidepid
         && h != "0"
         && h != "off"

@@ -1,10 +1,24 @@
-//! log: leveled diagnostics on stderr, every line prefixed `guardian:`. Write errors (closed
-//! or broken stderr) are ignored: logging never stops a teardown.
+//! log: leveled diagnostics on stderr, every line prefixed `guardian:`. Logging never stops a
+//! teardown: write errors (closed or broken stderr) are ignored, and once guardian supervises
+//! ([`never_block`]) stderr is written through guardian's own non-blocking description (the
+//! caller's description keeps its flags), so a stderr pipe nobody reads cannot block guardian.
+//! Lines that do not fit are dropped, counted, and reported once at exit ([`finish`]).
 
 use std::io::Write;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU8, Ordering};
 
+use crate::events::Writer;
+
 static LEVEL: AtomicU8 = AtomicU8::new(1);
+
+/// guardian's non-blocking stderr, once [`never_block`] ran, and the lines it dropped.
+static SINK: Mutex<Option<Sink>> = Mutex::new(None);
+
+struct Sink {
+    out: Writer,
+    dropped: u64,
+}
 
 pub const FATAL: u8 = 0;
 pub const WARN: u8 = 1;
@@ -19,12 +33,58 @@ pub fn enabled(level: u8) -> bool {
     level <= LEVEL.load(Ordering::Relaxed)
 }
 
+/// From now on, stderr is written without ever blocking: a pipe or terminal is reopened
+/// through `/proc/self/fd/2` as guardian's own `O_NONBLOCK` description (else written with
+/// `RWF_NOWAIT`, or after poll() at most `PIPE_BUF` bytes), a socket with `MSG_DONTWAIT`.
+/// Called after the events fd is taken over (the new fd must not take a number the caller
+/// named). Regular files stay plain writes.
+pub fn never_block() {
+    let Some((out, note)) = crate::events::writer_for(2) else { return };
+    *SINK.lock().unwrap_or_else(|p| p.into_inner()) = Some(Sink { out, dropped: 0 });
+    if let Some(note) = note {
+        crate::debug!("stderr {note}");
+    }
+}
+
 pub fn write(level: u8, args: std::fmt::Arguments<'_>) {
     if !enabled(level) {
         return;
     }
     let line = format!("guardian: {args}\n");
-    let _ = std::io::stderr().lock().write_all(line.as_bytes());
+    let mut sink = SINK.lock().unwrap_or_else(|p| p.into_inner());
+    match sink.as_mut() {
+        Some(sink) => {
+            if !write_line(&mut sink.out, line.as_bytes()) {
+                sink.dropped += 1;
+            }
+        }
+        None => {
+            let _ = std::io::stderr().lock().write_all(line.as_bytes());
+        }
+    }
+}
+
+/// Writes what fits now; false when the line was not (completely) written.
+fn write_line(out: &mut Writer, mut line: &[u8]) -> bool {
+    while !line.is_empty() {
+        match out.write(line) {
+            Ok(0) | Err(_) => return false,
+            Ok(n) => line = &line[n..],
+        }
+    }
+    true
+}
+
+/// Reports, once, how many lines stderr could not take (best effort: it may still be full).
+pub fn finish() {
+    let mut sink = SINK.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(sink) = sink.as_mut()
+        && sink.dropped > 0
+    {
+        let line = format!("guardian: {} log line(s) dropped: stderr was not being read\n", sink.dropped);
+        sink.dropped = 0;
+        let _ = write_line(&mut sink.out, line.as_bytes());
+    }
 }
 
 #[macro_export]
@@ -35,3 +95,36 @@ macro_rules! warn { ($($t:tt)*) => { $crate::log::write($crate::log::WARN, forma
 macro_rules! info { ($($t:tt)*) => { $crate::log::write($crate::log::INFO, format_args!($($t)*)) } }
 #[macro_export]
 macro_rules! debug { ($($t:tt)*) => { $crate::log::write($crate::log::DEBUG, format_args!($($t)*)) } }
+
+#[cfg(test)]
+mod tests {
+    use std::io::Read;
+    use std::os::fd::AsRawFd;
+
+    use super::*;
+
+    /// A full stderr pipe: lines are dropped without blocking, counted, and the count is
+    /// reported once when there is room again.
+    #[test]
+    fn full_stderr_drops_lines_and_reports_them_once() {
+        let (r, w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).expect("pipe");
+        let (mut out, _) = crate::events::writer_for(w.as_raw_fd()).expect("writer");
+        let mut filled = 0;
+        while let Ok(n) = out.write(&[b'x'; 4096]) {
+            filled += n;
+        }
+        *SINK.lock().unwrap_or_else(|p| p.into_inner()) = Some(Sink { out, dropped: 0 });
+        write(FATAL, format_args!("first dropped line"));
+        write(FATAL, format_args!("second dropped line"));
+        let mut reader = std::fs::File::from(r);
+        let mut drained = vec![0u8; filled];
+        reader.read_exact(&mut drained).expect("drain");
+        finish();
+        finish();
+        *SINK.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        drop(w);
+        let mut rest = String::new();
+        reader.read_to_string(&mut rest).expect("read the report");
+        assert_eq!(rest, "guardian: 2 log line(s) dropped: stderr was not being read\n");
+    }
+}

@@ -37,8 +37,13 @@ use crate::teardown::{Discovery, Tree};
 /// guardian's own failure: bad option, setup syscall failed.
 const EXIT_GUARDIAN: i32 = 125;
 
+/// Blind mode without a leaf: refused before the provider starts.
+const BLIND_REFUSAL: &str = "/proc is missing or belongs to another PID namespace and guardian is not PID 1: it could not find the provider's descendants to stop them; mount a /proc for this PID namespace, use --cgroup, or run guardian as PID 1 of the namespace";
+
 fn main() {
-    std::process::exit(run());
+    let code = run();
+    log::finish();
+    std::process::exit(code);
 }
 
 fn run() -> i32 {
@@ -107,8 +112,9 @@ fn start(cli: &cli::Cli, me: i32, events: &mut Events) -> Result<Started, Failur
     ))
     .map_err(|e| fail(format!("prctl(PR_SET_CHILD_SUBREAPER) failed: {e}")))?;
 
-    // 4. Parent watch: pidfd on the parent, re-checked after opening.
-    let parent = if cli.no_parent_watch { None } else { watch_parent(events)? };
+    // 4. Parent watch: pidfd on the parent, re-checked after opening; PR_SET_PDEATHSIG when
+    //    the parent is outside guardian's PID namespace.
+    let parent = if cli.no_parent_watch { None } else { watch_parent(events, me)? };
 
     // 5. How descendants will be found at teardown.
     let mut proc = proctree::Proc::open().ok();
@@ -116,17 +122,24 @@ fn start(cli: &cli::Cli, me: i32, events: &mut Events) -> Result<Started, Failur
     let discovery = match (own_proc, me == 1) {
         (true, false) => Discovery::Scan,
         (_, true) => Discovery::Broadcast,
-        (false, false) => {
-            warn!(
-                "/proc is missing or belongs to another PID namespace: descendants cannot be identified; only the provider will be signalled"
-            );
-            events.emit("fallback", json!({"what": "proc", "errno": "ENOENT", "detail": "descendants cannot be listed; waiting for them to exit"}));
-            Discovery::Blind
-        }
+        (false, false) => Discovery::Blind,
     };
 
     // 6. The leaf cgroup, before the provider exists, so none of its tree is born outside.
     let leaf = setup_cgroup(cli, me, events)?;
+
+    // Blind: neither /proc nor kill(-1) can find the descendants. Only a leaf contains them;
+    // without one guardian would leave orphans behind, so it refuses before starting anything.
+    if discovery == Discovery::Blind {
+        if leaf.is_none() {
+            return Err(fail(BLIND_REFUSAL.into()));
+        }
+        debug!("/proc is missing or belongs to another PID namespace: the leaf cgroup finds the descendants");
+        events.emit(
+            "fallback",
+            json!({"what": "proc", "errno": "ENOENT", "detail": "/proc cannot list or verify descendants; the leaf cgroup contains them: cgroup.kill at the grace deadline, the stop signal reaches only the provider"}),
+        );
+    }
 
     // 7. Terminal: hand the foreground to the provider only if guardian has it.
     let take_terminal = sys::isatty(0) && sys::tcgetpgrp(0).ok() == Some(sys::getpgrp());
@@ -177,6 +190,8 @@ fn setup_and_supervise(cli: cli::Cli) -> Result<i32, Failure> {
         Some(n) => Events::open(n).map_err(fail)?,
         None => Events::disabled(),
     };
+    // Diagnostics never block guardian from here on (a stderr pipe nobody reads).
+    log::never_block();
 
     let Started { sigfd, parent, discovery, proc, leaf, spawned, take_terminal } = match start(&cli, me, &mut events) {
         Ok(started) => started,
@@ -262,10 +277,13 @@ fn setup_cgroup(cli: &cli::Cli, me: i32, events: &mut Events) -> Result<Option<c
 
 /// Opens a pidfd on the parent and re-checks `getppid()` afterwards: if the parent died
 /// before the pidfd was opened, guardian was already reparented and must not start at all.
-fn watch_parent(events: &mut Events) -> Result<Option<ParentWatch>, Failure> {
+fn watch_parent(events: &mut Events, me: i32) -> Result<Option<ParentWatch>, Failure> {
     let Some(ppid) = rustix::process::getppid() else {
-        debug!("no parent in this PID namespace (guardian is its init); parent watch off");
-        return Ok(None);
+        if me == 1 {
+            debug!("guardian is PID 1 of its namespace: no parent to watch");
+            return Ok(None);
+        }
+        return watch_parent_outside(events);
     };
     let ppid = ppid.as_raw_nonzero().get();
     let watch = match sys::pidfd_open(ppid) {
@@ -282,4 +300,46 @@ fn watch_parent(events: &mut Events) -> Result<Option<ParentWatch>, Failure> {
         )));
     }
     Ok(Some(watch))
+}
+
+/// The parent lives in an ancestor PID namespace (`docker exec`, `kubectl exec`, `nsenter -p`):
+/// getppid() is 0 although guardian is not PID 1, so no pidfd can be opened on it. The kernel
+/// still knows the parent: `PR_SET_PDEATHSIG` with the highest real-time signal guardian
+/// reads from its signalfd (not one a driver forwards in practice). Its limits
+/// (docs/design.md): it fires when the parent *thread* that started guardian exits, a kill()
+/// of that number from outside the namespace (or from anywhere while the uid's queued-signal
+/// quota is exhausted, which drops the sender) is taken for parent death, and a parent that
+/// died before the prctl is noticed only when guardian's new parent is visible.
+fn watch_parent_outside(events: &mut Events) -> Result<Option<ParentWatch>, Failure> {
+    let (min, max) = sys::sigrt_range();
+    let Some(sig) = (min..=max).rev().find(|&s| !sys::is_ignored(s)) else {
+        warn!(
+            "guardian's parent is outside its PID namespace and every real-time signal was ignored when guardian started: parent death cannot be noticed"
+        );
+        events.emit("fallback", json!({"what": "parent-watch", "errno": "ESRCH", "detail": "the parent is outside guardian's PID namespace and no real-time signal is free for PR_SET_PDEATHSIG; parent death is not noticed"}));
+        return Ok(None);
+    };
+    let name = if sig == max { "SIGRTMAX".to_string() } else { signals::name(sig) };
+    if let Err(e) = sys::set_pdeathsig(sig) {
+        return Err(fail(format!(
+            "guardian's parent is outside its PID namespace and prctl(PR_SET_PDEATHSIG) failed: {e}; start guardian from a process inside its PID namespace, or pass --no-parent-watch"
+        )));
+    }
+    // Already reparented (the parent died before the prctl)? Visible only when the new parent
+    // is in guardian's namespace (its init or a subreaper there).
+    if let Some(now) = rustix::process::getppid() {
+        let _ = sys::set_pdeathsig(0);
+        return Err(fail(format!(
+            "the parent process exited before the provider could start (guardian now has parent {}); nothing was started",
+            now.as_raw_nonzero()
+        )));
+    }
+    warn!(
+        "guardian's parent is outside its PID namespace (getppid() is 0): parent death is watched with PR_SET_PDEATHSIG({name}), which fires when the parent thread that started guardian exits"
+    );
+    events.emit(
+        "fallback",
+        json!({"what": "parent-watch", "errno": "ESRCH", "detail": format!("the parent is outside guardian's PID namespace; watching it with PR_SET_PDEATHSIG({name}), which fires when the parent thread exits")}),
+    );
+    Ok(Some(ParentWatch::Deathsig(sig)))
 }

@@ -47,6 +47,7 @@ pub struct Spawned {
 
 /// Starts the provider; on failure nothing is left running.
 pub fn spawn(cfg: &SpawnConfig<'_>, events: &mut Events) -> Result<Spawned, SpawnError> {
+    scrub_environment();
     let args: Vec<CString> = cfg
         .argv
         .iter()
@@ -125,6 +126,31 @@ fn clone3_into_leaf(leaf: Option<BorrowedFd<'_>>) -> io::Result<sys::Forked> {
     sys::clone3(leaf)
 }
 
+/// The `GUARDIAN_*` variables guardian reads its settings from (every option's `env`, and
+/// `GUARDIAN_VERBOSE`). They configure this guardian only: left in the environment, a nested
+/// guardian (or any program of the tree that runs one) would take the outer one's settings,
+/// e.g. an events fd number that is not open for it.
+pub fn consumed_variables() -> Vec<String> {
+    use clap::CommandFactory;
+    let cmd = crate::cli::Cli::command();
+    let mut names: Vec<String> =
+        cmd.get_arguments().filter_map(|a| a.get_env()).map(|e| e.to_string_lossy().into_owned()).collect();
+    names.push("GUARDIAN_VERBOSE".into());
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// Removes the variables of [`consumed_variables`] from the environment the provider inherits.
+pub fn scrub_environment() {
+    for name in consumed_variables() {
+        if std::env::var_os(&name).is_some() {
+            crate::debug!("{name} is not passed on to the provider");
+            sys::unset_env(&name);
+        }
+    }
+}
+
 /// Reads the child's (stage, errno) report; `None` means exec succeeded (EOF).
 fn read_exec_error(fd: &OwnedFd) -> Option<(u8, i32)> {
     let mut msg = [0u8; 5];
@@ -184,4 +210,17 @@ pub fn fallback(events: &mut Events, what: &str, err: &io::Error, instead: &str)
     let errno = err.raw_os_error().unwrap_or(0);
     crate::info!("{what} refused ({}: {err}); falling back to {instead}", sys::errno_name(errno));
     events.emit("fallback", json!({"what": what, "errno": sys::errno_name(errno), "detail": instead}));
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn consumed_variables_are_the_documented_ones() {
+        let names = super::consumed_variables();
+        for name in ["GUARDIAN_EVENTS_FD", "GUARDIAN_GRACE", "GUARDIAN_CGROUP", "GUARDIAN_VERBOSE", "GUARDIAN_TIMEOUT"]
+        {
+            assert!(names.iter().any(|n| n == name), "{name} missing from {names:?}");
+        }
+        assert!(names.iter().all(|n| n.starts_with("GUARDIAN_")), "{names:?}");
+    }
 }

@@ -139,8 +139,10 @@ pub fn set_default_disposition(sig: i32) -> io::Result<()> {
 #[derive(Clone, Copy, Debug)]
 pub struct SigInfo {
     pub signo: i32,
-    /// Sender's pid (0 for the kernel).
+    /// Sender's pid (0 for the kernel, or a sender outside guardian's PID namespace).
     pub pid: u32,
+    /// `si_code`: `SI_USER` for kill() and for the kernel's parent-death signal.
+    pub code: i32,
 }
 
 /// Creates a non-blocking, close-on-exec signalfd for `set`.
@@ -178,7 +180,7 @@ pub fn read_signalfd(fd: BorrowedFd<'_>) -> io::Result<Option<SigInfo>> {
         if n as usize != size {
             return Ok(None);
         }
-        Ok(Some(SigInfo { signo: info.ssi_signo as i32, pid: info.ssi_pid }))
+        Ok(Some(SigInfo { signo: info.ssi_signo as i32, pid: info.ssi_pid, code: info.ssi_code }))
     }
 }
 
@@ -708,4 +710,20 @@ pub fn is_pending(sig: i32) -> io::Result<bool> {
         cvt(libc::sigpending(&mut set))?;
         Ok(libc::sigismember(&set, sig) == 1)
     }
+}
+
+// ---- start-up helpers (parent watch by PR_SET_PDEATHSIG, provider environment) ----
+
+/// Removes `name` from guardian's environment, which the provider inherits at exec.
+pub fn unset_env(name: &str) {
+    // SAFETY: guardian is single-threaded when it calls this (before the provider starts, and
+    // before anything could read the environment concurrently).
+    unsafe { std::env::remove_var(name) }
+}
+
+/// `prctl(PR_SET_PDEATHSIG, sig)`: the kernel sends `sig` to guardian when the thread that
+/// created it exits (0 turns it off).
+pub fn set_pdeathsig(sig: i32) -> io::Result<()> {
+    // SAFETY: plain prctl with integer arguments.
+    cvt(unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, sig as libc::c_ulong, 0, 0, 0) }).map(drop)
 }

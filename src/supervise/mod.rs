@@ -42,6 +42,20 @@ pub enum ParentWatch {
         ppid: i32,
         next: Duration,
     },
+    /// The parent is outside guardian's PID namespace (getppid() is 0, guardian is not PID 1):
+    /// `PR_SET_PDEATHSIG` with this signal, read from the signalfd like any other.
+    Deathsig(i32),
+}
+
+impl ParentWatch {
+    /// Whether `info` is the kernel's parent-death signal: the chosen number, `SI_USER`, and
+    /// sender pid 0 (the dying parent is outside guardian's namespace). A kill() of the same
+    /// number from outside the namespace looks the same, and so does any kill() of it while the
+    /// uid's RLIMIT_SIGPENDING is exhausted (the kernel then drops the sender); docs/design.md
+    /// (start-up step 5) says why that is accepted.
+    pub fn is_death_signal(&self, info: &sys::SigInfo) -> bool {
+        matches!(self, ParentWatch::Deathsig(sig) if info.signo == *sig && info.code == libc::SI_USER && info.pid == 0)
+    }
 }
 
 pub struct Settings {
@@ -302,6 +316,16 @@ impl Supervisor {
                     return None;
                 }
             };
+            if self.parent.as_ref().is_some_and(|p| p.is_death_signal(&info)) {
+                crate::info!("parent process died (death signal); tearing the tree down");
+                // Later reparentings (to a subreaper that then dies) must not fire it again.
+                let _ = sys::set_pdeathsig(0);
+                self.parent = None;
+                if let Some(code) = self.handle(Happened::ParentDied) {
+                    return Some(code);
+                }
+                continue;
+            }
             let what = match info.signo {
                 libc::SIGCHLD => continue, // reaping follows
                 // Our own write to a broken events pipe or stderr: not the owner's signal.

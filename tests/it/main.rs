@@ -15,6 +15,7 @@ mod namespaces;
 mod restricted;
 mod security;
 mod signals_all;
+mod startup_hostile;
 mod supervise_stop;
 mod teardown_hostile;
 mod terminal;

@@ -234,27 +234,6 @@ fn lines(ctx: &Ctx, name: &str) -> Vec<String> {
     fs::read_to_string(ctx.path(name)).unwrap_or_default().lines().map(str::to_string).collect()
 }
 
-/// Why PID-namespace tests cannot run here, if they cannot (they need root).
-fn pidns_unavailable() -> Option<String> {
-    if !is_root() {
-        return Some("not root: cannot create a PID namespace".into());
-    }
-    match Command::new("unshare").args(["--pid", "--fork", "--mount-proc", "true"]).stderr(Stdio::null()).status() {
-        Ok(s) if s.success() => None,
-        Ok(s) => Some(format!("`unshare --pid --fork --mount-proc true` failed ({s})")),
-        Err(e) => Some(format!("cannot run unshare: {e}")),
-    }
-}
-
-macro_rules! skip_unless_pidns {
-    ($name:expr) => {
-        need_root!("create a PID namespace");
-        if let Some(reason) = pidns_unavailable() {
-            skip!("{reason}");
-        }
-    };
-}
-
 /// guardian as PID 1 of a fresh PID namespace, as nobody.
 fn pid1_wrapper(mount_proc: bool) -> Vec<&'static str> {
     let mut w = vec!["unshare", "--pid", "--fork"];
@@ -316,7 +295,7 @@ fn sys_exit_on_main_thread_is_stopped_in_scan_mode() {
 
 #[test]
 fn pthread_exit_in_main_is_stopped_as_pid1() {
-    skip_unless_pidns!("pthread_exit_in_main_is_stopped_as_pid1");
+    need_pid_namespace!();
     main_thread_exit("pthread", Mode::Pid1);
 }
 
@@ -413,19 +392,19 @@ fn stop_signal_once_under_timeout_with_forward_to_group() {
 
 #[test]
 fn stop_signal_once_to_descendants_as_pid1() {
-    skip_unless_pidns!("stop_signal_once_to_descendants_as_pid1");
+    need_pid_namespace!();
     stop_signal_once(Mode::Pid1, true, false, &[]);
 }
 
 #[test]
 fn stop_signal_once_to_provider_and_descendants_under_timeout_as_pid1() {
-    skip_unless_pidns!("stop_signal_once_to_provider_and_descendants_under_timeout_as_pid1");
+    need_pid_namespace!();
     stop_signal_once(Mode::Pid1, true, true, &[]);
 }
 
 #[test]
 fn stop_signal_once_as_pid1_without_the_namespaces_proc() {
-    skip_unless_pidns!("stop_signal_once_as_pid1_without_the_namespaces_proc");
+    need_pid_namespace!();
     stop_signal_once(Mode::Pid1, false, false, &[]);
     stop_signal_once(Mode::Pid1, false, true, &[]);
 }

@@ -100,8 +100,8 @@ fn extra_description(roff: &mut Roff) {
     para(
         roff,
         "The provider gets a new process group, the terminal's foreground when guardian had it, and exactly \
-         the environment, working directory, file descriptors, signal mask and ignored signals guardian was \
-         started with (none of guardian's own descriptors).",
+         the environment (less the GUARDIAN_* settings below), working directory, file descriptors, signal \
+         mask and ignored signals guardian was started with (none of guardian's own descriptors).",
     );
     para(
         roff,
@@ -186,7 +186,11 @@ fn events(roff: &mut Roff) {
 
 fn environment(roff: &mut Roff, cmd: &clap::Command) {
     roff.control("SH", ["ENVIRONMENT"]);
-    para(roff, "Each option's variable is used when the option is not given on the command line.");
+    para(
+        roff,
+        "Each option's variable is used when the option is not given on the command line. guardian removes \
+         all of these variables from the provider's environment, so a nested guardian starts from its own settings.",
+    );
     for arg in cmd.get_arguments() {
         let Some(env) = arg.get_env() else { continue };
         let long = arg.get_long().unwrap_or_default();

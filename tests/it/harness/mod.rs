@@ -161,6 +161,32 @@ macro_rules! need_hooks {
     };
 }
 
+/// A test that runs guardian in a new PID namespace (`unshare --pid --fork --mount-proc`):
+/// root-only; as root, unshare must exist, and a kernel or sandbox that refuses the namespace
+/// is a visible skip.
+macro_rules! need_pid_namespace {
+    () => {
+        need_root!("create a PID namespace");
+        need_program!("unshare", "util-linux");
+        if let Some(reason) = $crate::harness::pid_namespace_refused() {
+            skip!("{reason}");
+        }
+    };
+}
+
+/// Why `unshare --pid --fork --mount-proc true` fails here, if it does.
+pub fn pid_namespace_refused() -> Option<String> {
+    let status = std::process::Command::new("unshare")
+        .args(["--pid", "--fork", "--mount-proc", "true"])
+        .stderr(std::process::Stdio::null())
+        .status();
+    match status {
+        Ok(s) if s.success() => None,
+        Ok(s) => Some(format!("`unshare --pid --fork --mount-proc true` failed ({s})")),
+        Err(e) => Some(format!("cannot run unshare: {e}")),
+    }
+}
+
 /// A program the test runs: when it is missing, a root run fails (install it), others skip.
 macro_rules! need_program {
     ($prog:expr, $package:expr) => {
