@@ -84,7 +84,10 @@ impl Events {
 
     /// Takes over the caller's fd `n`. Fails with a message when it is not open, or not a
     /// place events can go (see [`check_writable`]).
-    pub fn open(n: RawFd) -> Result<Events, String> {
+    /// Returns the events and a note on how the fd is written, for the log once stderr
+    /// cannot block (`log::never_block` comes after this, so nothing may be logged here: a full
+    /// stderr pipe would stop guardian before its teardown).
+    pub fn open(n: RawFd) -> Result<(Events, Option<String>), String> {
         let inherited = sys::take_inherited_fd(n).ok_or_else(|| {
             format!(
                 "--events-fd {n}: file descriptor {n} is not open; pass one from the caller (e.g. `{n}>events.jsonl`)"
@@ -100,9 +103,6 @@ impl Events {
             ));
         }
         let (fd, kind, note) = nonblocking_writer(n, inherited.as_fd()).map_err(|e| format!("--events-fd {n}: {e}"))?;
-        if let Some(note) = note {
-            crate::debug!("events {note}");
-        }
         if n > 2 {
             // guardian writes through its own close-on-exec copy; the caller's number is
             // closed so the provider cannot inherit it.
@@ -111,7 +111,7 @@ impl Events {
             // 0..=2 are also the provider's stdio: leave them open.
             let _ = inherited.into_raw_fd();
         }
-        Ok(Events { out: Some(Writer { fd, kind }), buf: Vec::new(), dropped: 0 })
+        Ok((Events { out: Some(Writer { fd, kind }), buf: Vec::new(), dropped: 0 }, note.map(|n| format!("events {n}"))))
     }
 
     /// Appends one event line and tries to write it.

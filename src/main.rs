@@ -179,19 +179,24 @@ fn setup_and_supervise(cli: cli::Cli) -> Result<i32, Failure> {
     // 0. Not dumpable: /proc/<guardian>/fd and ptrace are closed to a same-uid provider, which
     //    could otherwise reopen the events pipe through /proc and forge events. The provider's
     //    exec makes it dumpable again (its own business).
-    if let Err(e) = rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable) {
-        warn!("prctl(PR_SET_DUMPABLE, 0) failed: {e}; a same-uid provider could reach guardian's fds through /proc");
-    }
+    let dumpable = rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable);
 
     // 1. Events fd: taken over before guardian opens any fd of its own (a signalfd could
     //    otherwise reuse a closed number the caller named), and before the provider could
     //    inherit it.
-    let mut events = match cli.events_fd {
+    let (mut events, events_note) = match cli.events_fd {
         Some(n) => Events::open(n).map_err(fail)?,
-        None => Events::disabled(),
+        None => (Events::disabled(), None),
     };
-    // Diagnostics never block guardian from here on (a stderr pipe nobody reads).
+    // Diagnostics never block guardian from here on (a stderr pipe nobody reads); nothing is
+    // logged before this point but a fatal error.
     log::never_block();
+    if let Err(e) = dumpable {
+        warn!("prctl(PR_SET_DUMPABLE, 0) failed: {e}; a same-uid provider could reach guardian's fds through /proc");
+    }
+    if let Some(note) = events_note {
+        debug!("{note}");
+    }
 
     let Started { sigfd, parent, discovery, proc, leaf, spawned, take_terminal } = match start(&cli, me, &mut events) {
         Ok(started) => started,
