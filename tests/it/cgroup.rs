@@ -12,6 +12,8 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::Mutex;
+use std::time::Duration;
 
 use crate::harness::*;
 
@@ -328,4 +330,439 @@ fn an_unusable_explicit_path_exits_125_naming_file_and_permission() {
         std::fs::read_dir(&delegated.path)
             .is_ok_and(|rd| { !rd.flatten().any(|e| e.file_type().is_ok_and(|t| t.is_dir())) })
     );
+}
+
+// ---------------------------------------------------------------------------------------
+// Hostile trees (issue 9 items 1, 5, 11, 12) and doctor's agreement with guardian (issue 12
+// item 6)
+
+/// A C program compiled into the test's directory (which uid 65534 can reach), so its path,
+/// argv[0], carries the nonce too.
+fn c_program(ctx: &Ctx, name: &str, source: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let src = ctx.path(&format!("{name}.c"));
+    let bin = ctx.path(name);
+    std::fs::write(&src, source).expect("write C source");
+    let out = Command::new("cc").arg("-pthread").arg("-o").arg(&bin).arg(&src).output().expect("run cc");
+    assert!(out.status.success(), "cc failed: {}", String::from_utf8_lossy(&out.stderr));
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).expect("chmod program");
+    bin
+}
+
+/// `zombie-leader 1000.<tag>`: ignores SIGTERM, then its main thread exits (pthread_exit)
+/// while a second thread sleeps. /proc/PID/stat then shows state Z with 2 threads and an
+/// empty cmdline; the live thread's /proc/PID/task/TID/cmdline still carries the tag (the
+/// harness's finders and killer read it there: see `cmdline` and `leader_exited`).
+const ZOMBIE_LEADER: &str = r#"
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+static void *sleeper(void *arg) { (void)arg; for (;;) pause(); return 0; }
+int main(void) {
+    pthread_t t;
+    signal(SIGTERM, SIG_IGN);
+    if (pthread_create(&t, 0, sleeper, 0) != 0) return 1;
+    pthread_exit(0);
+}
+"#;
+
+/// `deep-nest 1000.<tag> DEPTH`: creates DEPTH nested directories of 200-character names
+/// below its working directory with relative mkdir/chdir, so the innermost is far deeper
+/// than PATH_MAX from the root.
+const DEEP_NEST: &str = r#"
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    char name[201];
+    int depth = argc > 2 ? atoi(argv[2]) : 0;
+    memset(name, 'd', 200);
+    name[200] = 0;
+    for (int i = 0; i < depth; i++)
+        if (mkdir(name, 0755) != 0 || chdir(name) != 0) return 9;
+    return 0;
+}
+"#;
+
+fn zombie_leader_waits(bin: &Path, n: &str) -> String {
+    // Starts the program and waits, in the provider, until its main thread has exited.
+    format!("{} 1000.{n} & p=$!; until grep -q '^State:.*Z' /proc/$p/status; do sleep 0.01; done", bin.display())
+}
+
+/// The harness itself: its finders and its killer see a process whose main thread exited
+/// (its own cmdline is empty), so no test can leak one and still pass.
+#[test]
+fn the_harness_finds_and_kills_a_process_whose_main_thread_exited() {
+    use std::os::unix::process::ExitStatusExt;
+    need_program!("cc", "gcc");
+    let ctx = Ctx::new("harness-zombie-leader");
+    let bin = c_program(&ctx, "zombie-leader", ZOMBIE_LEADER);
+    let mut child = Command::new(&bin).arg(ctx.sleep_arg(1000)).stdin(Stdio::null()).spawn().expect("spawn");
+    let pid = child.id() as i32;
+    wait_for("its main thread to exit", || leader_exited(pid).then_some(()));
+    let own = std::fs::read(format!("/proc/{pid}/cmdline")).expect("read cmdline");
+    assert!(own.is_empty(), "the premise: its own cmdline is empty ({own:?})");
+    assert!(alive(pid), "a process with a live thread is alive");
+    assert_eq!(tagged_pids(&ctx.nonce), vec![pid], "the finder sees it");
+    assert_eq!(ctx.live().iter().map(|p| p.pid).collect::<Vec<_>>(), vec![pid]);
+    assert_eq!(kill_tagged(&ctx.nonce), vec![pid], "the killer hits it");
+    let status = child.wait().expect("reap");
+    assert_eq!(status.signal(), Some(libc::SIGKILL), "{status}");
+    ctx.assert_nothing_left();
+}
+
+#[test]
+fn a_process_whose_main_thread_exited_is_killed_in_the_leaf() {
+    let mount = need_delegation!();
+    need_program!("cc", "gcc");
+    let cg = TestCgroup::new(&mount, true);
+    // Declared after `cg`, so dropped before it: its cleanup kills, through a pidfd, what
+    // cgroup.kill in the cgroup's cleanup cannot.
+    let ctx = Ctx::new("cg-zombie-leader");
+    let n = &ctx.nonce;
+    let bin = c_program(&ctx, "zombie-leader", ZOMBIE_LEADER);
+    let provider = format!("{}; exit 3", zombie_leader_waits(&bin, n));
+    let mut g =
+        start(&ctx, Some(&cg.path), &["-vv", "--cgroup", "auto", "--grace", "200ms", "--", "sh", "-c", &provider]);
+    let leaf = leaf(&g);
+    let f = g.finish();
+    assert_eq!(f.code, Some(3), "the provider's status, not 125; stderr: {}", f.stderr);
+    ctx.assert_nothing_left();
+    assert!(!leaf.exists(), "the leaf was removed");
+    assert!(f.events.iter().any(|v| v["event"] == "released"), "{:?}", f.events);
+}
+
+#[test]
+fn sweep_leaf_kills_a_process_cgroup_kill_misses() {
+    let mount = need_delegation!();
+    need_program!("cc", "gcc");
+    let cg = TestCgroup::new(&mount, true);
+    let ctx = Ctx::new("cg-sweep-leaf");
+    let n = &ctx.nonce;
+    let bin = c_program(&ctx, "zombie-leader", ZOMBIE_LEADER);
+    let provider = format!("{}; exec sleep 1000.{n}", zombie_leader_waits(&bin, n));
+    let mut g = start(&ctx, Some(&cg.path), &["--cgroup", "auto", "--", "sh", "-c", &provider]);
+    let leaf = leaf(&g);
+    wait_for("the provider runs, the other process's main thread has exited", || {
+        (tagged_sleeps(n).len() == 1 && tagged_pids(n).into_iter().any(leader_exited)).then_some(())
+    });
+    // guardian dies without any chance to clean up; its leaf holds the tree.
+    let _ = g.child.kill();
+    let _ = g.child.wait();
+    assert!(populated(&leaf));
+
+    // What the README used to tell drivers: writing cgroup.kill alone leaves the process.
+    std::fs::write(leaf.join("cgroup.kill"), "1").expect("write cgroup.kill");
+    wait_for("cgroup.kill took the sleep", || tagged_sleeps(n).is_empty().then_some(()));
+    assert!(!wait_unpopulated(&leaf, Duration::from_millis(300)), "cgroup.kill alone leaves the leaf populated");
+    let left = tagged_pids(n);
+    assert!(
+        left.len() == 1 && leader_exited(left[0]),
+        "only the process with the exited main thread survived cgroup.kill: {:?}",
+        describe(&left)
+    );
+
+    let out = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(guardian_bin())
+        .args(["sweep", "--leaf"])
+        .arg(&leaf)
+        .output()
+        .expect("run guardian sweep --leaf");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "sweep: {text} {}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains(&format!("removed {}", leaf.display())), "{text}");
+    ctx.assert_nothing_left();
+    assert!(!leaf.exists());
+    assert!(cg.path.exists(), "only the named leaf is touched");
+}
+
+#[test]
+fn sweep_leaf_refuses_what_is_not_a_guardian_leaf_and_keeps_a_live_one() {
+    let mount = need_delegation!();
+    let cg = TestCgroup::new(&mount, true);
+    let out = Command::new(guardian_bin()).args(["sweep", "--leaf"]).arg(&cg.path).output().expect("sweep");
+    assert_eq!(out.status.code(), Some(125), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a guardian leaf"));
+    assert!(cg.path.exists());
+
+    let ctx = Ctx::new("cg-sweep-live");
+    let n = &ctx.nonce;
+    let mut g = start(&ctx, Some(&cg.path), &["--cgroup", "auto", "--", "sleep", &format!("1000.{n}")]);
+    let leaf = leaf(&g);
+    wait_for("the provider runs", || (tagged_sleeps(n).len() == 1).then_some(()));
+    let out = Command::new(guardian_bin()).args(["sweep", "--leaf"]).arg(&leaf).output().expect("sweep");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "a live guardian's leaf is kept, and that is not success: {text}");
+    assert!(text.contains(&format!("kept {}", leaf.display())), "{text}");
+    assert_eq!(tagged_sleeps(n).len(), 1, "the live guardian's provider still runs");
+    g.signal(libc::SIGTERM);
+    assert_eq!(g.finish().code, Some(143), "stderr: {}", g.stderr());
+}
+
+#[test]
+fn a_provider_that_removes_its_own_emptied_leaf_gets_its_status() {
+    let mount = need_delegation!();
+    let cg = TestCgroup::new(&mount, true);
+    let ctx = Ctx::new("cg-rmdir-leaf");
+    let n = &ctx.nonce;
+    // The provider moves itself to the delegated parent (allowed: it may write there),
+    // removes the now empty leaf and exits 4.
+    let provider = format!(
+        ": 1000.{n}; c=$(sed -n 's/^0:://p' /proc/self/cgroup); \
+         echo $$ > \"$1$(dirname \"$c\")/cgroup.procs\" && rmdir \"$1$c\" && exit 4; exit 99"
+    );
+    let mount_arg = mount.to_string_lossy().into_owned();
+    let mut g = start(
+        &ctx,
+        Some(&cg.path),
+        &["-vv", "--cgroup", "auto", "--grace", "200ms", "--", "sh", "-c", &provider, "sh", &mount_arg],
+    );
+    let leaf = leaf(&g);
+    let f = g.finish();
+    assert_eq!(f.code, Some(4), "the provider's status; stderr: {}", f.stderr);
+    assert!(!leaf.exists());
+    assert!(f.fallbacks("cgroup.kill").is_empty(), "no false cgroup.kill fallback: {:?}", f.events);
+    let released = f.one("released");
+    assert_eq!(released["status"], 4, "{released}");
+}
+
+/// Removes a directory tree of any depth through directory fds (test cleanup when guardian
+/// failed to).
+fn remove_deep(parent: &std::os::fd::OwnedFd, name: &std::ffi::OsStr) {
+    use rustix::fs::{AtFlags, Mode, OFlags};
+    use std::os::unix::ffi::OsStrExt;
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    if let Ok(fd) = rustix::fs::openat(parent, name, flags, Mode::empty()) {
+        let subs: Vec<std::ffi::OsString> = rustix::fs::Dir::read_from(&fd)
+            .map(|d| {
+                d.filter_map(|e| e.ok())
+                    .filter(|e| e.file_type() == rustix::fs::FileType::Directory)
+                    .map(|e| std::ffi::OsStr::from_bytes(e.file_name().to_bytes()).to_os_string())
+                    .filter(|n| n != "." && n != "..")
+                    .collect()
+            })
+            .unwrap_or_default();
+        for s in subs {
+            remove_deep(&fd, &s);
+        }
+    }
+    let _ = rustix::fs::unlinkat(parent, name, AtFlags::REMOVEDIR);
+}
+
+#[test]
+fn cgroups_nested_deeper_than_path_max_are_removed() {
+    let mount = need_delegation!();
+    need_program!("cc", "gcc");
+    let cg = TestCgroup::new(&mount, true);
+    let ctx = Ctx::new("cg-deep-nest");
+    let n = &ctx.nonce;
+    let bin = c_program(&ctx, "deep-nest", DEEP_NEST);
+    // 30 levels of 200-character names: 6 000 bytes below the leaf, beyond PATH_MAX (4 096).
+    let provider = format!("cd \"$1$(sed -n 's/^0:://p' /proc/self/cgroup)\" && {} 1000.{n} 30", bin.display());
+    let mount_arg = mount.to_string_lossy().into_owned();
+    let mut g =
+        start(&ctx, Some(&cg.path), &["-vv", "--cgroup", "auto", "--", "sh", "-c", &provider, "sh", &mount_arg]);
+    let leaf = leaf(&g);
+    let f = g.finish();
+    let gone = !leaf.exists();
+    if !gone {
+        let parent = rustix::fs::open(
+            &cg.path,
+            rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        )
+        .expect("open test cgroup");
+        remove_deep(&parent, leaf.file_name().expect("leaf name"));
+    }
+    assert_eq!(f.code, Some(0), "the nest was built; stderr: {}", f.stderr);
+    let released = f.one("released");
+    assert!(gone, "the leaf and the nest below it were removed, as released.cgroup says: {released}");
+    assert_eq!(released["cgroup"], leaf.to_string_lossy().as_ref());
+}
+
+/// `guardian doctor --json ARGS` as uid 65534 inside `cg`: its JSON report.
+fn doctor_inside(cg: &Path, args: &[&str]) -> Value {
+    let mut w = in_cgroup_as_nobody(cg);
+    let out = Command::new(w.remove(0))
+        .args(w)
+        .arg(guardian_bin())
+        .args(["doctor", "--json"])
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run guardian doctor");
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("doctor JSON: {e}: {}", String::from_utf8_lossy(&out.stdout)))
+}
+
+/// The superblock options of the cgroup2 mount at `mount`.
+fn super_options(mount: &Path) -> Option<String> {
+    mountinfo().into_iter().find(|m| m.fstype == "cgroup2" && m.point == mount).map(|m| m.super_options)
+}
+
+#[test]
+fn doctor_reports_the_mode_guardian_runs_in() {
+    let mount = need_delegation!();
+    let _flags = CGROUP2_FLAGS.lock().unwrap_or_else(|e| e.into_inner());
+    let delegated = TestCgroup::new(&mount, true);
+    let owned = TestCgroup::new(&mount, false);
+    let other = TestCgroup::new(&mount, true);
+    let other_path = other.path.to_string_lossy().into_owned();
+    // (where guardian runs, --cgroup value)
+    let cases: [(&Path, &str); 4] =
+        [(&delegated.path, "auto"), (&owned.path, "auto"), (&delegated.path, &other_path), (&other.path, &other_path)];
+    let mut reports = Vec::new();
+    for (inside, request) in cases {
+        let report = doctor_inside(inside, &["--cgroup", request]);
+        let ctx = Ctx::new("cg-doctor-mode");
+        let n = &ctx.nonce;
+        let mut g = start(&ctx, Some(inside), &["--cgroup", request, "--", "sh", "-c", &format!(": 1000.{n}")]);
+        let f = g.finish();
+        match f.named("spawned").first() {
+            Some(s) => {
+                assert_eq!(f.code, Some(0), "stderr: {}", f.stderr);
+                assert_eq!(report["mode"], s["mode"], "--cgroup {request} in {}: doctor {report}", inside.display());
+            }
+            None => {
+                assert_eq!(f.code, Some(125), "no spawned event only when guardian refuses: {}", f.stderr);
+                assert!(report["mode"].is_null(), "doctor says guardian would not start: {report}");
+            }
+        }
+        reports.push(report);
+    }
+    let mounted_with = |opt: &str| super_options(&mount).is_some_and(|o| o.split(',').any(|x| x == opt));
+    for report in reports {
+        assert_eq!(report["cgroup"]["nsdelegate"].as_bool(), Some(mounted_with("nsdelegate")), "{report}");
+    }
+}
+
+/// CAP_SYS_ADMIN in this process's effective set (needed for a cgroup namespace).
+fn cap_sys_admin() -> bool {
+    std::fs::read_to_string("/proc/self/status").is_ok_and(|t| {
+        t.lines()
+            .find_map(|l| l.strip_prefix("CapEff:"))
+            .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+            .is_some_and(|c| c & (1 << 21) != 0)
+    })
+}
+
+/// Starts guardian as [`start`] does, its stdout (the provider's) in a file; returns the
+/// guardian and that file.
+fn start_capturing(ctx: &Ctx, args: &[&str]) -> (Guardian, PathBuf) {
+    let out = ctx.path(&format!("stdout-{}.txt", random_digits(6)));
+    let file = std::fs::File::create(&out).expect("create stdout file");
+    let split = args.iter().position(|a| *a == "--").unwrap_or(args.len());
+    let (opts, cmd) = args.split_at(split);
+    let g = ctx.guardian().privileged().args(opts).command(cmd.iter().skip(1)).stdout(file.into()).spawn();
+    (g, out)
+}
+
+#[test]
+fn a_privileged_guardian_starts_the_provider_in_a_cgroup_namespace_at_its_leaf() {
+    let mount = need_delegation!();
+    if !cap_sys_admin() {
+        skip!("no CAP_SYS_ADMIN, so guardian creates no cgroup namespace");
+    }
+    let cg = TestCgroup::new(&mount, false);
+    let path = cg.path.to_string_lossy().into_owned();
+    let ctx = Ctx::new("cg-namespace");
+    let n = &ctx.nonce;
+    // guardian as root (where the test runs): the provider sees its leaf as "/".
+    let provider =
+        format!(": 1000.{n}; echo \"ns-root=$(sed -n 's/^0:://p' /proc/self/cgroup)\"; readlink /proc/self/ns/cgroup");
+    let (mut g, stdout) = start_capturing(&ctx, &["--cgroup", &path, "--", "sh", "-c", &provider]);
+    let leaf = leaf(&g);
+    let f = g.finish();
+    let out = std::fs::read_to_string(&stdout).unwrap_or_default();
+    assert_eq!(f.code, Some(0), "stdout: {out}; stderr: {}", f.stderr);
+    assert!(out.contains("ns-root=/\n"), "the provider's cgroup namespace is rooted at its leaf: {out}");
+    let own_ns = std::fs::read_link("/proc/self/ns/cgroup").expect("own cgroup ns");
+    assert!(out.contains("cgroup:["), "the provider printed its namespace: {out}");
+    assert!(!out.contains(own_ns.to_string_lossy().as_ref()), "a new namespace: {out}");
+    assert!(!leaf.exists());
+}
+
+/// Mounts a cgroup2 with `options` in a private mount namespace. cgroup2 has one superblock:
+/// its root flags (nsdelegate among them) are set by every mount from the initial cgroup
+/// namespace, system-wide, so this is how a test switches nsdelegate on and back off.
+fn set_cgroup2_flags(options: &str) -> bool {
+    let dir = std::env::temp_dir().join(format!("guardian-test-cg2-{}", random_digits(9)));
+    if std::fs::create_dir(&dir).is_err() {
+        return false;
+    }
+    let mut c = Command::new("unshare");
+    c.args(["--mount", "--propagation", "private", "mount", "-t", "cgroup2"]);
+    if !options.is_empty() {
+        c.args(["-o", options]);
+    }
+    let ok = c.arg("none").arg(&dir).status().is_ok_and(|s| s.success());
+    let _ = std::fs::remove_dir(&dir);
+    ok
+}
+
+/// Held by tests that switch the cgroup2 flags and by those that read them.
+static CGROUP2_FLAGS: Mutex<()> = Mutex::new(());
+
+/// Restores the cgroup2 flags the host had, whatever happens in the test.
+struct RestoreFlags(String);
+
+impl Drop for RestoreFlags {
+    fn drop(&mut self) {
+        if !set_cgroup2_flags(&self.0) {
+            eprintln!("could not restore the cgroup2 mount options '{}'", self.0);
+        }
+    }
+}
+
+#[test]
+fn with_nsdelegate_a_namespaced_provider_cannot_move_itself_out_of_its_leaf() {
+    let mount = need_delegation!();
+    if !cap_sys_admin() {
+        skip!("no CAP_SYS_ADMIN, so guardian creates no cgroup namespace");
+    }
+    need_program!("unshare", "util-linux");
+    let _flags = CGROUP2_FLAGS.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(host) = super_options(&mount) else {
+        panic!("no cgroup2 mount at {} in mountinfo", mount.display());
+    };
+    let cg = TestCgroup::new(&mount, false);
+    let path = cg.path.to_string_lossy().into_owned();
+    let ctx = Ctx::new("cg-nsdelegate");
+    // guardian as root: the provider starts in a cgroup namespace rooted at its leaf and tries
+    // what any same-uid descendant may: write itself into the delegated parent.
+    let escape = || {
+        let provider = format!(
+            ": 1000.{}; if echo $$ > \"{path}/cgroup.procs\"; then echo outcome=escaped; else echo outcome=refused; fi",
+            ctx.nonce
+        );
+        let (mut g, stdout) = start_capturing(&ctx, &["--cgroup", &path, "--", "sh", "-c", &provider]);
+        let f = g.finish();
+        let out = std::fs::read_to_string(&stdout).unwrap_or_default();
+        assert_eq!(f.code, Some(0), "stdout: {out}; stderr: {}", f.stderr);
+        out
+    };
+    let has_nsdelegate = host.split(',').any(|o| o == "nsdelegate");
+    if !has_nsdelegate {
+        // The host's own mount: the namespace is no boundary, the move succeeds.
+        let out = escape();
+        assert!(out.contains("outcome=escaped"), "without nsdelegate the move is allowed: {out}");
+    }
+    let keep: Vec<&str> = host.split(',').filter(|o| *o != "rw" && *o != "ro").collect();
+    let _restore = RestoreFlags(keep.join(","));
+    if !has_nsdelegate {
+        let mut with = keep.clone();
+        with.push("nsdelegate");
+        // Only a mount from the initial cgroup namespace sets the flags (not in a container).
+        let on = set_cgroup2_flags(&with.join(","))
+            && super_options(&mount).is_some_and(|o| o.split(',').any(|x| x == "nsdelegate"));
+        if !on {
+            skip!(
+                "the nsdelegate half: cannot switch nsdelegate on here (a mount outside the initial cgroup namespace, as in a container)"
+            );
+        }
+    }
+    let out = escape();
+    assert!(out.contains("outcome=refused"), "with nsdelegate the kernel refuses the move: {out}");
 }

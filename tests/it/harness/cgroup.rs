@@ -14,6 +14,8 @@ pub struct Mount {
     pub root: String,
     pub point: PathBuf,
     pub fstype: String,
+    /// The superblock's options (for cgroup2, shared by every mount of it: `nsdelegate`...).
+    pub super_options: String,
 }
 
 /// `/proc/self/mountinfo`, with octal escapes (`\040`) undone.
@@ -23,10 +25,12 @@ pub fn mountinfo() -> Vec<Mount> {
         .filter_map(|l| {
             let (left, right) = l.split_once(" - ")?;
             let f: Vec<&str> = left.split(' ').collect();
+            let r: Vec<&str> = right.split(' ').collect();
             Some(Mount {
                 root: unescape(f.get(3)?),
                 point: PathBuf::from(unescape(f.get(4)?)),
-                fstype: right.split(' ').next()?.to_string(),
+                fstype: r.first()?.to_string(),
+                super_options: r.get(2).copied().unwrap_or_default().to_string(),
             })
         })
         .collect()

@@ -5,10 +5,19 @@ use std::fs;
 use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
-/// Reads `/proc/PID/cmdline` (NULs kept); `None` when the process is gone or a zombie.
+/// Reads `/proc/PID/cmdline` (NULs kept); `None` when the process is gone or a zombie. A
+/// process whose main thread exited while others live (`pthread_exit` in main: state Z, see
+/// [`leader_exited`]) has an empty cmdline of its own; its argv is read through a live
+/// thread's `/proc/PID/task/TID/cmdline`, so every finder and the killer still see it.
 pub fn cmdline(pid: i32) -> Option<Vec<u8>> {
     let c = fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-    (!c.is_empty()).then_some(c)
+    if !c.is_empty() {
+        return Some(c);
+    }
+    fs::read_dir(format!("/proc/{pid}/task"))
+        .ok()?
+        .flatten()
+        .find_map(|t| fs::read(t.path().join("cmdline")).ok().filter(|c| !c.is_empty()))
 }
 
 fn contains(hay: &[u8], needle: &[u8]) -> bool {
@@ -30,7 +39,8 @@ pub fn pids_where(pred: impl Fn(i32) -> bool) -> Vec<i32> {
     pids
 }
 
-/// Every live process whose argv contains `nonce` (zombies have no cmdline and don't count).
+/// Every live process whose argv contains `nonce` (zombies have no cmdline and don't count;
+/// a process whose main thread exited does, see [`cmdline`]).
 pub fn tagged_pids(nonce: &str) -> Vec<i32> {
     pids_where(|p| carries(p, nonce))
 }
@@ -66,9 +76,22 @@ pub fn session_of(pid: i32) -> Option<i32> {
     stat_fields(pid)?.get(3)?.parse().ok()
 }
 
-/// Whether `pid` is alive (exists and is not a zombie).
+/// The number of threads from `/proc/PID/stat`.
+pub fn threads(pid: i32) -> Option<u32> {
+    stat_fields(pid)?.get(17)?.parse().ok()
+}
+
+/// Whether `pid`'s main thread exited while other threads live (`pthread_exit` in main): the
+/// kernel shows state Z, yet the process runs (a zombie leader is counted in its threads
+/// until the whole group is gone, so a real zombie has one).
+pub fn leader_exited(pid: i32) -> bool {
+    matches!(stat(pid), Some((b'Z', _, _))) && threads(pid).is_some_and(|t| t > 1)
+}
+
+/// Whether `pid` is alive: it exists and is not a zombie, or only its main thread exited
+/// ([`leader_exited`]).
 pub fn alive(pid: i32) -> bool {
-    matches!(stat(pid), Some((s, _, _)) if s != b'Z' && s != b'X')
+    matches!(stat(pid), Some((s, _, _)) if s != b'Z' && s != b'X') || leader_exited(pid)
 }
 
 /// One process as the hardening tests look at it.
@@ -86,7 +109,7 @@ pub fn proc_info(pid: i32) -> Option<ProcInfo> {
     let (state, ppid, _) = stat(pid)?;
     let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let uid = status.lines().find_map(|l| l.strip_prefix("Uid:"))?.split_whitespace().next()?.parse().ok()?;
-    let raw = fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    let raw = cmdline(pid).unwrap_or_default();
     let cmdline = String::from_utf8_lossy(&raw).replace('\0', " ").trim_end().to_string();
     Some(ProcInfo { pid, ppid, state: char::from(state), uid, cmdline })
 }
@@ -103,7 +126,9 @@ pub fn describe(pids: &[i32]) -> Vec<String> {
 }
 
 /// Sends `sig` to `pid` through a pidfd, only if its argv still holds `nonce` once the pidfd
-/// is open (so a recycled pid is never hit).
+/// is open (so a recycled pid is never hit). A process whose main thread exited is a
+/// thread-group leader still: `pidfd_open` works on it, the tag is re-checked through its
+/// live threads ([`cmdline`]), and the signal reaches the whole group.
 pub fn signal_tagged(pid: i32, nonce: &str, sig: i32) -> bool {
     let Some(fd) = rustix::process::Pid::from_raw(pid)
         .and_then(|p| rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty()).ok())
