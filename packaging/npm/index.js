@@ -12,7 +12,7 @@
 
 import { spawn } from 'node:child_process';
 import { EventEmitter } from 'node:events';
-import { accessSync, constants as fsConstants, statSync } from 'node:fs';
+import { accessSync, constants as fsConstants, readFileSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { StringDecoder } from 'node:string_decoder';
@@ -145,6 +145,52 @@ function optionArgs(options) {
     argv.push(...options.guardianArgs.map(String));
   }
   return argv;
+}
+
+// --- clocks ---------------------------------------------------------------
+// Event `ts` is CLOCK_MONOTONIC in seconds. Node's process.hrtime reads
+// CLOCK_MONOTONIC on Linux (libuv's uv_hrtime). Bun's process.hrtime and
+// Bun.nanoseconds() count from the process's start instead, so under Bun the
+// clock is read through bun:ffi (clock_gettime from libc), and where that is
+// not possible from /proc/uptime (CLOCK_BOOTTIME: equal unless the machine
+// was suspended, 10 ms steps).
+
+const CLOCK_MONOTONIC = 1;
+let bunClock; // undefined: not tried yet; null: not available
+
+function loadBunClock() {
+  try {
+    const { dlopen, FFIType, ptr } = require('bun:ffi');
+    const names = ['libc.so.6', `libc.musl-${process.arch === 'arm64' ? 'aarch64' : 'x86_64'}.so.1`, 'libc.so'];
+    for (const name of names) {
+      try {
+        const lib = dlopen(name, { clock_gettime: { args: [FFIType.i32, FFIType.ptr], returns: FFIType.i32 } });
+        const buf = new BigInt64Array(2);
+        const p = ptr(buf);
+        return () => {
+          if (lib.symbols.clock_gettime(CLOCK_MONOTONIC, p) !== 0) return null;
+          return Number(buf[0]) + Number(buf[1]) / 1e9;
+        };
+      } catch {
+        // try the next name
+      }
+    }
+  } catch {
+    // no bun:ffi
+  }
+  return null;
+}
+
+/**
+ * Now on CLOCK_MONOTONIC, in seconds: the clock of every event's `ts`. The
+ * wall-clock time of an event is `Date.now() - (monotonicNow() - ev.ts) * 1000`.
+ */
+export function monotonicNow() {
+  if (typeof globalThis.Bun === 'undefined') return Number(process.hrtime.bigint()) / 1e9;
+  if (bunClock === undefined) bunClock = loadBunClock();
+  const t = bunClock ? bunClock() : null;
+  if (t !== null) return t;
+  return Number(readFileSync('/proc/uptime', 'latin1').split(' ')[0]);
 }
 
 /** The platform package holding the static guardian binary for this system, or null. */
@@ -444,7 +490,7 @@ export function spawnGuarded(command, args, options) {
   const malformed = (line, err) => {
     // The contract says every line is a JSON object; surface anything else as
     // an event so it is visible to events() readers instead of vanishing.
-    onEvent({ event: 'malformed', line, message: String(err && err.message ? err.message : err) });
+    onEvent({ event: 'malformed', ts: monotonicNow(), line, message: String(err && err.message ? err.message : err) });
   };
 
   const handleLine = (line) => {
