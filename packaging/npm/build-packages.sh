@@ -30,8 +30,13 @@ build() { # build TRIPLE DIR MACHINE
   if ! rustup target list --installed 2>/dev/null | grep -qx "$triple" &&
      ! timeout 180 rustup target add "$triple" >/dev/null 2>&1; then
     if [ $native = 1 ]; then
-      echo "build-packages: cannot add the rustup target $triple (the host's); install it and retry" >&2
-      exit 1
+      # The explicit fallback (as `make release` does): static glibc, also a static-pie that
+      # runs on any distribution.
+      gnu=$(echo "$triple" | sed 's/-musl$/-gnu/')
+      echo "build-packages: the rustup target $triple cannot be added; building $dir as static glibc ($gnu, crt-static) instead"
+      (cd "$root" && RUSTFLAGS="-C target-feature=+crt-static" $CARGO build --release --package guardian --target "$gnu")
+      finish "$root/target/$gnu/release/guardian" "$dir" "$machine"
+      return 0
     fi
     echo "build-packages: SKIPPED $dir: the rustup target $triple cannot be added here"
     return 0
@@ -41,10 +46,17 @@ build() { # build TRIPLE DIR MACHINE
   else
     # Cross-link with the rust-lld that rustup ships; musl targets need no C code.
     var=$(echo "$triple" | tr 'a-z-' 'A-Z_')
-    (cd "$root" && env "CARGO_TARGET_${var}_LINKER=rust-lld" "CARGO_TARGET_${var}_RUSTFLAGS=-C linker-flavor=ld.lld" \
-      $CARGO build --release --package guardian --target "$triple")
+    if ! (cd "$root" && env "CARGO_TARGET_${var}_LINKER=rust-lld" "CARGO_TARGET_${var}_RUSTFLAGS=-C linker-flavor=ld.lld" \
+      $CARGO build --release --package guardian --target "$triple"); then
+      echo "build-packages: SKIPPED $dir: cross-building $triple with rust-lld failed (output above)"
+      return 0
+    fi
   fi
-  bin=$root/target/$triple/release/guardian
+  finish "$root/target/$triple/release/guardian" "$dir" "$machine"
+}
+
+finish() { # finish BINARY DIR MACHINE: check, place, record
+  bin=$1 dir=$2 machine=$3
   node "$npmdir/support/check-elf.mjs" "$bin" "$machine"
   install -D -m 0755 "$bin" "$npmdir/platforms/$dir/bin/guardian"
   pv=$(node -p "require('$npmdir/platforms/$dir/package.json').version")

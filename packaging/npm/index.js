@@ -12,7 +12,7 @@
 
 import { spawn } from 'node:child_process';
 import { EventEmitter } from 'node:events';
-import { accessSync, constants as fsConstants, readFileSync, statSync } from 'node:fs';
+import { accessSync, constants as fsConstants, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { StringDecoder } from 'node:string_decoder';
@@ -509,9 +509,9 @@ export function spawnGuarded(command, args, options) {
   const finish = () => {
     if (!(failure || (ended && exited))) return;
     const base = failure ?? new GuardianError(
-      exitInfo.signal
+      (exitInfo.signal
         ? `guardian was killed by ${exitInfo.signal} before it released the tree`
-        : `guardian exited with status ${exitInfo.code} without releasing the tree`,
+        : `guardian exited with status ${exitInfo.code} without releasing the tree`) + leafNote,
       { status: exitInfo.code, exitCode: exitInfo.code, signal: exitInfo.signal, event: errorEvent, code: 'NO_RELEASE' },
     );
     settle(spawned, false, base);
@@ -563,9 +563,25 @@ export function spawnGuarded(command, args, options) {
     ended = true;
     finish();
   });
+  // guardian was killed (by someone else: the driver never SIGKILLs it)
+  // before it released the tree. In cgroup mode the tree is still in its
+  // leaf: kill it there, as `guardian sweep` would, so no process outlives
+  // this handle. (In subreaper mode the orphans cannot be named reliably.)
+  let leafNote = '';
+  const killOrphanedLeaf = () => {
+    const leaf = events.find((e) => e.event === 'spawned')?.cgroup;
+    if (typeof leaf !== 'string' || leaf === '') return;
+    try {
+      writeFileSync(join(leaf, 'cgroup.kill'), '1');
+      leafNote = `; the driver wrote 1 to ${leaf}/cgroup.kill (run 'guardian sweep' to remove the leaf)`;
+    } catch (err) {
+      leafNote = `; its leaf ${leaf} could not be killed (${err.code ?? err.message}): write 1 to its cgroup.kill or run 'guardian sweep'`;
+    }
+  };
   child.on('exit', (code, signal) => {
     exited = true;
     exitInfo = { code, signal };
+    if (signal !== null && !released.settled) killOrphanedLeaf();
     finish();
   });
 

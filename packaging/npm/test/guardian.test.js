@@ -4,7 +4,7 @@
 // kills leftovers by pid even when a test fails.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync, rmdirSync } from 'node:fs';
 import { spawnGuarded, GuardianError, monotonicNow } from '../index.js';
 import {
   guardianBin, skipNoGuardian, runtime, Tracker, procsWith, isAlive, waitFor, waitGone,
@@ -20,6 +20,7 @@ const EVENT_MS = 20000;
 function guarded(command, args, options = {}) {
   const h = spawnGuarded(command, args, { stdio: ['ignore', 'ignore', 'inherit'], ...options });
   tracker.child(h.child);
+  h.spawned.then((ev) => ev.cgroup && tracker.leaf(ev.cgroup), () => {});
   return h;
 }
 
@@ -301,4 +302,28 @@ test(`[${runtime}] monotonicNow() reads the clock of the events' ts`, T, async (
   await within(h.released, EVENT_MS, 'released');
   // ts has microseconds; allow for that rounding only.
   assert.ok(before - 1e-5 <= spawned.ts && spawned.ts <= after + 1e-5, `${before} <= ${spawned.ts} <= ${after}`);
+});
+
+test(`[${runtime}] cgroup: true, guardian killed from outside: the driver kills the leaf`, T, async (t) => {
+  const nonce = tracker.nonce();
+  const { command, args } = escapingProvider(nonce, { providerExits: false, ignoreTerm: true });
+  const h = guarded(command, args, { grace: '60s', cgroup: true });
+  const spawned = await within(h.spawned, EVENT_MS, 'spawned');
+  if (spawned.mode !== 'cgroup') {
+    await within(h.kill(), 90000, 'released');
+    t.diagnostic?.(`cgroup mode is not available here (mode ${spawned.mode})`);
+    return;
+  }
+  await waitFor(() => hasNonce(nonce, '-esc') && hasNonce(nonce, '-prov'), { what: 'provider and escaper to run' });
+  // The test plays the OOM killer: guardian dies without a teardown.
+  process.kill(h.guardianPid, 'SIGKILL');
+  await assert.rejects(within(h.released, EVENT_MS, 'released rejection'), (e) => {
+    assert.equal(e.signal, 'SIGKILL');
+    assert.ok(e.message.includes(`${spawned.cgroup}/cgroup.kill`), e.message);
+    return true;
+  });
+  await waitGone(nonce, EVENT_MS);
+  // the leaf is empty; remove it as `guardian sweep` would
+  await waitFor(() => /populated 0/.test(readFileSync(`${spawned.cgroup}/cgroup.events`, 'utf8')), { what: 'the leaf to empty' });
+  rmdirSync(spawned.cgroup);
 });
