@@ -295,8 +295,8 @@ test(`[${runtime}] guardianPid is guardian's, providerPid the provider's`, T, as
 });
 
 test(`[${runtime}] monotonicNow() reads the clock of the events' ts`, T, async () => {
-  const h = guarded('true', []);
   const before = monotonicNow();
+  const h = guarded('true', []);
   const spawned = await within(h.spawned, EVENT_MS, 'spawned');
   const after = monotonicNow();
   await within(h.released, EVENT_MS, 'released');
