@@ -91,7 +91,7 @@ export interface SignalEvent extends EventBase {
   target: 'provider' | 'group' | 'descendants' | 'namespace' | 'cgroup';
   /** the provider's pid, for targets 'provider' and 'group' */
   pid?: number;
-  /** the processes signalled, for targets 'descendants' and 'cgroup' */
+  /** The processes the signal was delivered to (descendants, cgroup; namespace when guardian as PID 1 reads the namespace's /proc). */
   pids?: number[];
   /** the leaf, for target 'cgroup' */
   cgroup?: string;
@@ -101,7 +101,7 @@ export interface StoppedEvent extends EventBase {
   event: 'stopped';
   /** the provider */
   pid: number;
-  signal: 'SIGSTOP' | 'SIGTSTP' | 'SIGTTIN' | 'SIGTTOU';
+  signal: 'SIGSTOP' | 'SIGTSTP' | 'SIGTTIN' | 'SIGTTOU' | (string & {});
 }
 export interface ContinuedEvent extends EventBase {
   event: 'continued';
@@ -138,8 +138,10 @@ export interface ErrorEvent extends EventBase {
   /** 125 (guardian's failure), 126 (not executable), 127 (not found) */
   status: number;
   message: string;
-  /** pids guardian was not permitted to signal, when it gave up on them */
+  /** An abandoned teardown: the pids guardian was not permitted to signal (the provider included). */
   unkillable?: number[];
+  /** An abandoned teardown: the processes of the tree still visible in /proc. */
+  remaining?: number[];
 }
 /** A line that was not a JSON object with an `event` field (produced by this module, not guardian; `ts` is when it was read). */
 export interface MalformedEvent extends EventBase {
