@@ -235,7 +235,7 @@ export interface Guarded<S extends StdioOption = 'pipe'> extends EventEmitter, A
   /**
    * Legacy form: send `signal` to guardian (it forwards it, or treats SIGTERM
    * and its stop signal as a stop request). 'SIGKILL'/9 is kill(): guardian
-   * itself is never sent SIGKILL. SIGSTOP rejects.
+   * itself is never sent SIGKILL. SIGSTOP throws a TypeError.
    */
   stop(signal: NodeJS.Signals | number): Promise<ReleasedEvent>;
   /**

@@ -623,6 +623,8 @@ export function spawnGuarded(command, args, options) {
     return released.promise;
   };
 
+  // Invalid arguments throw a TypeError at the call (a rejected promise that
+  // nobody awaits would end the host as an unhandled rejection).
   const stop = (arg) => {
     if (typeof arg === 'string' || typeof arg === 'number') {
       const n = signalNumber(arg);
@@ -630,19 +632,19 @@ export function spawnGuarded(command, args, options) {
       // would end (or freeze) guardian itself and leave the tree running.
       if (n === 9) return kill();
       if (n === 19) {
-        return Promise.reject(new TypeError('stop(): SIGSTOP would freeze guardian itself, not the tree; use stop() or kill()'));
+        throw new TypeError('stop(): SIGSTOP would freeze guardian itself, not the tree; use stop() or kill()');
       }
       send(arg);
       return released.promise;
     }
     const opts = arg ?? {};
-    if (typeof opts !== 'object') return Promise.reject(new TypeError('stop() takes a signal or {timeout, signal}'));
+    if (typeof opts !== 'object') throw new TypeError('stop() takes a signal or {timeout, signal}');
     const { timeout, signal } = opts;
     if (timeout !== undefined && (typeof timeout !== 'number' || !(timeout >= 0))) {
-      return Promise.reject(new TypeError(`stop(): timeout must be a non-negative number of milliseconds, got ${timeout}`));
+      throw new TypeError(`stop(): timeout must be a non-negative number of milliseconds, got ${timeout}`);
     }
     if (signal !== undefined && (signal === null || typeof signal.addEventListener !== 'function')) {
-      return Promise.reject(new TypeError('stop(): signal must be an AbortSignal'));
+      throw new TypeError('stop(): signal must be an AbortSignal');
     }
     if (signal?.aborted) return kill();
     send('SIGTERM');

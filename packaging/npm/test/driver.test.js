@@ -274,7 +274,7 @@ test("stop('SIGKILL') and stop(9) never deliver SIGKILL to guardian: they are ki
   }
   const h = spawnGuarded('p', [], fake('killnow'));
   await within(h.spawned, 20000, 'spawned');
-  await assert.rejects(h.stop('SIGSTOP'), TypeError);
+  assert.throws(() => h.stop('SIGSTOP'), TypeError);
   await within(h.kill(), 20000, 'released');
 });
 
@@ -312,7 +312,8 @@ test('stop({signal}) ends the grace when the AbortSignal fires, also when alread
   const h2 = spawnGuarded('p', [], fake('killnow'));
   await within(h2.spawned, 20000, 'spawned');
   assert.equal((await within(h2.stop({ signal: AbortSignal.abort() }), 20000, 'released')).status, 137);
-  await assert.rejects(h2.stop({ timeout: -1 }), TypeError);
+  assert.throws(() => h2.stop({ timeout: -1 }), TypeError);
+  assert.throws(() => h2.stop({ signal: 'soon' }), TypeError);
 });
 
 test('a cwd that does not exist is named; the binary is not blamed', T, async () => {
