@@ -164,7 +164,9 @@ test(`[${runtime}] SIGKILL of the driver process: the tree goes`, T, async () =>
   d.cp.kill('SIGKILL');
   await within(d.exited, EVENT_MS, 'the driver to die');
   await waitGone(nonce, 20000);
-  assert.ok(!isAlive(info.guardianPid), `guardian ${info.guardianPid} outlived its tree`);
+  // guardian's argv carries the nonce, but while it is exiting its cmdline
+  // already reads empty: wait for the pid itself too.
+  await waitFor(() => !isAlive(info.guardianPid), { timeoutMs: 20000, what: `guardian ${info.guardianPid} to exit after its tree` });
 });
 
 test(`[${runtime}] a driver that just ends (handle unref'd) takes the tree with it`, T, async () => {
@@ -174,7 +176,9 @@ test(`[${runtime}] a driver that just ends (handle unref'd) takes the tree with 
   const end = await within(d.exited, EVENT_MS, 'the driver to end by itself after unref()');
   assert.deepEqual(end, { code: 0, signal: null });
   await waitGone(nonce, 20000);
-  assert.ok(!isAlive(info.guardianPid), `guardian ${info.guardianPid} outlived its tree`);
+  // guardian's argv carries the nonce, but while it is exiting its cmdline
+  // already reads empty: wait for the pid itself too.
+  await waitFor(() => !isAlive(info.guardianPid), { timeoutMs: 20000, what: `guardian ${info.guardianPid} to exit after its tree` });
 });
 
 test(`[${runtime}] guardian spawned from a worker_thread survives the worker, goes with the process`, T, async () => {
@@ -193,7 +197,9 @@ test(`[${runtime}] guardian spawned from a worker_thread survives the worker, go
   d.cp.kill('SIGKILL');
   await within(d.exited, EVENT_MS, 'the driver to die');
   await waitGone(nonce, 20000);
-  assert.ok(!isAlive(info.guardianPid), `guardian ${info.guardianPid} outlived its tree`);
+  // guardian's argv carries the nonce, but while it is exiting its cmdline
+  // already reads empty: wait for the pid itself too.
+  await waitFor(() => !isAlive(info.guardianPid), { timeoutMs: 20000, what: `guardian ${info.guardianPid} to exit after its tree` });
 });
 
 // --- kill now (guardian's kill-now rule, docs/contract.md) ------------------
