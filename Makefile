@@ -103,3 +103,10 @@ musl:
 		{ echo "make musl: could not add the $(MUSL_TARGET) target with rustup; install it and retry" >&2; exit 1; }
 	$(CARGO) build --release --package guardian --target $(MUSL_TARGET)
 	@ls -l target/$(MUSL_TARGET)/release/guardian
+
+# npm platform packages of @guardian/driver: the static musl guardian for linux-x64 and
+# linux-arm64 (cross-linked with rust-lld; skipped when its rustup target cannot be added) in
+# packaging/npm/platforms/*/bin/, ELF headers checked, packed with the driver into target/npm/.
+.PHONY: npm-packages
+npm-packages:
+	sh packaging/npm/build-packages.sh

@@ -1,5 +1,8 @@
 // Type declarations for @guardian/driver (hand-written; see index.js).
+// The event interfaces follow the event table of docs/contract.md in the
+// guardian repository; test/contract.test.js checks them against it.
 import type { ChildProcess, IOType } from 'node:child_process';
+import type { EventEmitter } from 'node:events';
 import type { Readable, Writable, Stream } from 'node:stream';
 
 /** The fd guardian writes its events to in the child (stdio[3]). */
@@ -11,10 +14,13 @@ export type Duration = string | number;
 /** One stdio entry for fds 0-2 of guardian (and so of the provider). */
 export type StdioEntry = IOType | 'ipc' | Stream | number | null | undefined;
 
-export interface GuardedOptions {
-  /** Path of the guardian binary; default $GUARDIAN_BIN, else `guardian` on PATH. */
+/** The `stdio` option: one value for fds 0-2, or up to three entries (missing ones are 'pipe'). */
+export type StdioOption = IOType | readonly [StdioEntry?, StdioEntry?, StdioEntry?];
+
+export interface GuardedOptions<S extends StdioOption = StdioOption> {
+  /** Path of the guardian binary; default $GUARDIAN_BIN, else the platform package, else `guardian` on PATH. */
   guardianPath?: string;
-  /** --grace: time between the stop signal and SIGKILL (default 1s). */
+  /** --grace: time between the stop signal and SIGKILL (guardian's default 1s). */
   grace?: Duration;
   /** --stop-signal: signal that starts a teardown ('TERM', 'SIGTERM', 15, 'RTMIN+2'). */
   stopSignal?: string | number;
@@ -25,7 +31,7 @@ export interface GuardedOptions {
   /** --wait-descendants: after the provider exits, let descendants finish. */
   waitDescendants?: boolean;
   /** --cgroup: `true` or 'auto' for auto, or a parent cgroup path. */
-  cgroup?: boolean | 'auto' | string;
+  cgroup?: boolean | 'auto' | (string & {});
   /** --no-parent-watch: do not tear down when guardian's parent dies. */
   noParentWatch?: boolean;
   /** --verbose, repeated `n` times (true = once). */
@@ -33,64 +39,78 @@ export interface GuardedOptions {
   /** --quiet. */
   quiet?: boolean;
   /** Extra guardian options placed before `--` (for options this module does not know yet). */
-  guardianArgs?: string[];
+  guardianArgs?: readonly string[];
   /** stdio of fds 0-2 (guardian passes them to the provider); default 'pipe'. fd 3 is the events pipe. */
-  stdio?: IOType | [StdioEntry?, StdioEntry?, StdioEntry?];
+  stdio?: S;
   /** Environment of guardian and the provider. */
   env?: NodeJS.ProcessEnv;
-  /** Working directory of guardian and the provider. */
+  /** Working directory of guardian and the provider; checked before the spawn. */
   cwd?: string | URL;
 }
 
+// --- events: a union discriminated by `event` -------------------------------
+
 interface EventBase {
-  event: string;
-  /** CLOCK_MONOTONIC seconds. */
+  /**
+   * CLOCK_MONOTONIC, seconds (float, microseconds). Not wall time. In Node on
+   * Linux, `Number(process.hrtime.bigint()) / 1e9` reads the same clock (see
+   * monotonicNow()); Bun's `process.hrtime` does not (see the README).
+   */
   ts: number;
-  /** Readers must ignore unknown fields. */
-  [field: string]: unknown;
 }
 
 export interface FallbackEvent extends EventBase {
   event: 'fallback';
+  /** the interface that was refused: 'pidfd_open', 'clone3', 'cgroup', 'cgroup.kill', ... */
   what: string;
+  /** 'ENOSYS', 'EPERM', ... */
   errno: string;
   detail: string;
 }
 export interface SpawnedEvent extends EventBase {
   event: 'spawned';
+  /** the provider's pid */
   pid: number;
   pgid: number;
   guardian_pid: number;
   mode: 'subreaper' | 'pid1' | 'cgroup';
+  /** the leaf cgroup's path, or null */
   cgroup: string | null;
 }
 export interface StoppingEvent extends EventBase {
   event: 'stopping';
-  /** `kill-request`: a further stop request (SIGTERM or the stop signal) ended the grace at once; `grace_ms` is 0. */
+  /** 'kill-request': a further stop request ended the grace (guardian's kill-now rule; kill()). */
   reason: 'signal' | 'timeout' | 'parent-died' | 'kill-request';
+  /** 0 for 'kill-request' */
   grace_ms: number;
 }
 export interface SignalEvent extends EventBase {
   event: 'signal';
+  /** the signal's name, e.g. 'SIGTERM' */
   signal: string;
   target: 'provider' | 'group' | 'descendants' | 'namespace' | 'cgroup';
+  /** the provider's pid, for targets 'provider' and 'group' */
+  pid?: number;
   /** The processes the signal was delivered to (descendants, cgroup; namespace when guardian as PID 1 reads the namespace's /proc). */
   pids?: number[];
+  /** the leaf, for target 'cgroup' */
+  cgroup?: string;
   reason: 'forwarded' | 'stop' | 'kill' | 'parent-died' | 'timeout';
 }
-/** The provider stopped (`waitid(WSTOPPED)`); see docs/contract.md, Job control. */
 export interface StoppedEvent extends EventBase {
   event: 'stopped';
+  /** the provider */
   pid: number;
-  signal: 'SIGSTOP' | 'SIGTSTP' | 'SIGTTIN' | 'SIGTTOU' | string;
+  signal: 'SIGSTOP' | 'SIGTSTP' | 'SIGTTIN' | 'SIGTTOU' | (string & {});
 }
-/** The provider was continued (`waitid(WCONTINUED)`). */
 export interface ContinuedEvent extends EventBase {
   event: 'continued';
+  /** the provider */
   pid: number;
 }
 export interface ExitEvent extends EventBase {
   event: 'exit';
+  /** the provider's pid */
   pid: number;
   code: number | null;
   signal: string | null;
@@ -98,58 +118,104 @@ export interface ExitEvent extends EventBase {
 }
 export interface ReleasedEvent extends EventBase {
   event: 'released';
+  /** guardian's exit status */
   status: number;
-  signalled: number;
+  /** descendants sent the stop signal (null where guardian could not count them) */
+  signalled: number | null;
+  /** descendants that needed SIGKILL */
   killed: number;
+  /** descendants guardian reaped */
   reaped: number;
+  /** provider exit to release, milliseconds */
   teardown_ms: number;
+  /** the removed leaf, or null (absent from older guardians) */
+  cgroup?: string | null;
+  /** the leaf's oom_kill count when --memory-max is set, else null */
+  oom_kill?: number | null;
 }
 export interface ErrorEvent extends EventBase {
   event: 'error';
-  status: 125 | 126 | 127 | number;
+  /** 125 (guardian's failure), 126 (not executable), 127 (not found) */
+  status: number;
   message: string;
   /** An abandoned teardown: the pids guardian was not permitted to signal (the provider included). */
   unkillable?: number[];
   /** An abandoned teardown: the processes of the tree still visible in /proc. */
   remaining?: number[];
 }
-/** A line that was not a JSON object with an `event` field (produced by this module, not guardian). */
+/** A line that was not a JSON object with an `event` field (produced by this module, not guardian; `ts` is when it was read). */
 export interface MalformedEvent extends EventBase {
   event: 'malformed';
   line: string;
   message: string;
 }
 
-export type GuardianEvent =
-  | FallbackEvent | SpawnedEvent | StoppingEvent | SignalEvent | StoppedEvent | ContinuedEvent | ExitEvent
-  | ReleasedEvent | ErrorEvent | MalformedEvent | EventBase;
+/** Every event guardian documents, discriminated by `event`. */
+export type KnownEvent =
+  | FallbackEvent | SpawnedEvent | StoppingEvent | SignalEvent | StoppedEvent | ContinuedEvent
+  | ExitEvent | ReleasedEvent | ErrorEvent;
 
-/** Rejection reason of spawned/exit/released when guardian fails or ends without `released`. */
+/**
+ * What events() yields: a known event, a malformed line, or an event a newer
+ * guardian added (readers must ignore what they do not know). Check
+ * `ev.event === 'released'` and the type narrows to ReleasedEvent.
+ */
+export type GuardianEvent = KnownEvent | MalformedEvent;
+
+// --- errors -----------------------------------------------------------------
+
+export type GuardianErrorCode = 'GUARDIAN_NOT_FOUND' | 'BAD_CWD' | 'SPAWN_FAILED' | 'ERROR_EVENT' | 'NO_RELEASE';
+
+/** Rejection reason of spawned/exit/released (and the 'error' event) when guardian fails or ends without `released`. */
 export declare class GuardianError extends Error {
   constructor(message: string, details?: {
     status?: number | null; exitCode?: number | null; signal?: NodeJS.Signals | null;
-    event?: ErrorEvent | null; cause?: unknown;
+    event?: ErrorEvent | null; cause?: unknown; code?: GuardianErrorCode | null;
   });
   name: 'GuardianError';
   /** status of guardian's `error` event (125/126/127), else guardian's exit code (125 if it could not be started). */
   status: number | null;
   /** guardian's own exit code, when it exited. */
   exitCode: number | null;
-  /** the signal that killed guardian, if any. */
+  /** the signal that killed guardian, if any (the driver never sends SIGKILL itself). */
   signal: NodeJS.Signals | null;
   /** the `error` event, when guardian sent one. */
   event: ErrorEvent | null;
+  /** what went wrong, for programs. */
+  code: GuardianErrorCode | null;
   cause?: unknown;
 }
 
-export interface Guarded extends AsyncIterable<GuardianEvent> {
+// --- the handle -------------------------------------------------------------
+
+/** Is fd `I` of `S` a pipe (so that the stream exists)? */
+type PipedAt<S, I extends 0 | 1 | 2> =
+  S extends 'pipe' | 'overlapped' ? true
+    : S extends readonly unknown[] ? (S[I] extends 'pipe' | 'overlapped' | null | undefined ? true : false)
+      : false;
+type StreamAt<S, I extends 0 | 1 | 2, T> = PipedAt<S, I> extends true ? T : null;
+
+export interface StopOptions {
+  /** Milliseconds to wait for `released` before ending the grace through kill(). */
+  timeout?: number;
+  /** When it aborts, the grace ends through kill(). The promise still resolves with `released`. */
+  signal?: AbortSignal;
+}
+
+export interface Guarded<S extends StdioOption = 'pipe'> extends EventEmitter, AsyncIterable<GuardianEvent> {
   /** guardian's ChildProcess. */
   readonly child: ChildProcess;
-  /** guardian's pid (undefined when it could not be started). */
+  /** guardian's pid (undefined when it could not be started). Not the provider's: see providerPid. */
+  readonly guardianPid: number | undefined;
+  /** the provider's pid, from `spawned` (undefined before it). */
+  readonly providerPid: number | undefined;
+  /** @deprecated guardian's pid: use guardianPid (or providerPid for the provider). */
   readonly pid: number | undefined;
-  readonly stdin: Writable | null;
-  readonly stdout: Readable | null;
-  readonly stderr: Readable | null;
+  /** the guardian binary that was run. */
+  readonly guardianPath: string;
+  readonly stdin: StreamAt<S, 0, Writable>;
+  readonly stdout: StreamAt<S, 1, Readable>;
+  readonly stderr: StreamAt<S, 2, Readable>;
   /** Resolves with `spawned`; rejects with GuardianError on `error` or if guardian ends first. */
   readonly spawned: Promise<SpawnedEvent>;
   /** Resolves with the provider's `exit`; rejects with GuardianError likewise. Settles before `released`. */
@@ -160,22 +226,69 @@ export interface Guarded extends AsyncIterable<GuardianEvent> {
   events(): AsyncIterableIterator<GuardianEvent>;
   /** Events received so far. */
   readonly received: GuardianEvent[];
-  /** Signal guardian (it forwards, or for its stop signal arms its bounded stop); returns `released`. */
-  stop(signal?: NodeJS.Signals | number): Promise<ReleasedEvent>;
+  /**
+   * Stop the tree: SIGTERM to guardian (a stop request: the stop signal, the
+   * grace, then SIGKILL). With `timeout` or `signal`, the grace is ended
+   * through kill() when either fires first. Resolves like `released`.
+   */
+  stop(options?: StopOptions): Promise<ReleasedEvent>;
+  /**
+   * Legacy form: send `signal` to guardian (it forwards it, or treats SIGTERM
+   * and its stop signal as a stop request). 'SIGKILL'/9 is kill(): guardian
+   * itself is never sent SIGKILL. SIGSTOP throws a TypeError.
+   */
+  stop(signal: NodeJS.Signals | number): Promise<ReleasedEvent>;
+  /**
+   * Kill the tree now, through guardian (its kill-now rule): SIGTERM, and
+   * SIGTERM again when guardian answers with a first stop; guardian then
+   * SIGKILLs the whole tree (cgroup.kill in cgroup mode) and releases.
+   * Resolves like `released`.
+   */
+  kill(): Promise<ReleasedEvent>;
   /** Let the event loop exit while guardian runs (guardian then sees its parent die and stops the tree). */
-  unref(): Guarded;
-  ref(): Guarded;
+  unref(): this;
+  ref(): this;
+
+  /** Every event line as it arrives. */
+  on(name: 'event', listener: (event: GuardianEvent) => void): this;
+  /**
+   * A failure (the GuardianError `released` rejects with) or a stdio stream
+   * error (EPIPE after the provider is gone). Emitted only while listened to:
+   * without a listener nothing is thrown.
+   */
+  on(name: 'error', listener: (error: Error) => void): this;
+  once(name: 'event', listener: (event: GuardianEvent) => void): this;
+  once(name: 'error', listener: (error: Error) => void): this;
 }
 
 /** Start `command args...` under guardian with `--events-fd 3`. */
-export declare function spawnGuarded(command: string, args?: readonly string[], options?: GuardedOptions): Guarded;
-export declare function spawnGuarded(command: string, options?: GuardedOptions): Guarded;
+export declare function spawnGuarded<const S extends StdioOption = 'pipe'>(
+  command: string, args?: readonly string[], options?: GuardedOptions<S>): Guarded<S>;
+export declare function spawnGuarded<const S extends StdioOption = 'pipe'>(
+  command: string, options?: GuardedOptions<S>): Guarded<S>;
 export default spawnGuarded;
 
-/** guardian's command-line options for `options` (everything before `--`). */
+/** guardian's command-line options for `options` (everything before `--`), with `--events-fd 3`. */
 export declare function guardianArgs(options?: GuardedOptions): string[];
-/** options.guardianPath, else env.GUARDIAN_BIN, else 'guardian'. */
+/**
+ * `{command, args}` running `command args...` under guardian without an
+ * events fd: a command prefix for launchers that spawn it themselves, e.g.
+ * `new StdioClientTransport({...guardedCommand('npx', ['-y', 'server'])})`.
+ */
+export declare function guardedCommand(command: string, args?: readonly string[], options?: GuardedOptions):
+  { command: string; args: string[] };
+
+/** Which rule found the binary: 'options.guardianPath', '$GUARDIAN_BIN', the platform package's name, or 'PATH'. */
+export type GuardianSource = 'options.guardianPath' | '$GUARDIAN_BIN' | 'PATH' | (string & {});
+/** Where the binary is and which rule found it; throws GuardianError (code 'GUARDIAN_NOT_FOUND') naming all four. */
+export declare function locateGuardian(options?: GuardedOptions, env?: NodeJS.ProcessEnv):
+  { path: string; source: GuardianSource };
+/** locateGuardian(...).path */
 export declare function resolveGuardianPath(options?: GuardedOptions, env?: NodeJS.ProcessEnv): string;
+/** '@guardian/driver-linux-x64' or '-arm64' for this system, else null. */
+export declare function platformPackage(platform?: string, arch?: string): string | null;
+/** Now on CLOCK_MONOTONIC in seconds: the clock of the events' `ts`. */
+export declare function monotonicNow(): number;
 /** Parse one event line: null for a blank line; throws for anything but a JSON object with an `event` string. */
 export declare function parseEventLine(line: string): GuardianEvent | null;
 

@@ -6,11 +6,17 @@
 // `exit` always precedes `released`; `released` (or `error`) is the last line,
 // then the fd is closed.
 //
-// Only node:child_process and node:string_decoder are used, so the module runs
-// unchanged in Node (>= 20) and Bun.
+// Only node: built-ins are used, so the module runs unchanged in Node (>= 20)
+// and Bun. The driver never sends SIGKILL to guardian: a SIGKILLed guardian
+// cannot finish the teardown. kill() asks guardian to kill the tree instead.
 
 import { spawn } from 'node:child_process';
+import { EventEmitter } from 'node:events';
+import { accessSync, constants as fsConstants, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
 import { StringDecoder } from 'node:string_decoder';
+import { fileURLToPath } from 'node:url';
 
 /** The fd guardian writes its events to, in the child. Node maps stdio[3] to fd 3. */
 export const EVENTS_FD = 3;
@@ -28,6 +34,8 @@ export class GuardianError extends Error {
     this.signal = details.signal ?? null;
     /** the `error` event guardian emitted, if any. */
     this.event = details.event ?? null;
+    /** a short machine-readable code: 'GUARDIAN_NOT_FOUND', 'BAD_CWD', 'SPAWN_FAILED', 'ERROR_EVENT', 'NO_RELEASE'. */
+    this.code = details.code ?? null;
     if (details.cause !== undefined) this.cause = details.cause;
   }
 }
@@ -91,7 +99,11 @@ function duration(name, value) {
  * their own command line.
  */
 export function guardianArgs(options = {}) {
-  const argv = ['--events-fd', String(EVENTS_FD)];
+  return ['--events-fd', String(EVENTS_FD), ...optionArgs(options)];
+}
+
+function optionArgs(options) {
+  const argv = [];
   if (options.grace !== undefined && options.grace !== null) {
     argv.push('--grace', duration('grace', options.grace));
   }
@@ -135,11 +147,164 @@ export function guardianArgs(options = {}) {
   return argv;
 }
 
-/** Where the guardian binary is: options.guardianPath, else $GUARDIAN_BIN, else `guardian` on PATH. */
+// --- clocks ---------------------------------------------------------------
+// Event `ts` is CLOCK_MONOTONIC in seconds. Node's process.hrtime reads
+// CLOCK_MONOTONIC on Linux (libuv's uv_hrtime). Bun's process.hrtime and
+// Bun.nanoseconds() count from the process's start instead, so under Bun the
+// clock is read through bun:ffi (clock_gettime from libc), and where that is
+// not possible from /proc/uptime (CLOCK_BOOTTIME: equal unless the machine
+// was suspended, 10 ms steps).
+
+const CLOCK_MONOTONIC = 1;
+let bunClock; // undefined: not tried yet; null: not available
+
+function loadBunClock() {
+  try {
+    const { dlopen, FFIType, ptr } = require('bun:ffi');
+    const names = ['libc.so.6', `libc.musl-${process.arch === 'arm64' ? 'aarch64' : 'x86_64'}.so.1`, 'libc.so'];
+    for (const name of names) {
+      try {
+        const lib = dlopen(name, { clock_gettime: { args: [FFIType.i32, FFIType.ptr], returns: FFIType.i32 } });
+        const buf = new BigInt64Array(2);
+        const p = ptr(buf);
+        return () => {
+          if (lib.symbols.clock_gettime(CLOCK_MONOTONIC, p) !== 0) return null;
+          return Number(buf[0]) + Number(buf[1]) / 1e9;
+        };
+      } catch {
+        // try the next name
+      }
+    }
+  } catch {
+    // no bun:ffi
+  }
+  return null;
+}
+
+/**
+ * Now on CLOCK_MONOTONIC, in seconds: the clock of every event's `ts`. The
+ * wall-clock time of an event is `Date.now() - (monotonicNow() - ev.ts) * 1000`.
+ */
+export function monotonicNow() {
+  if (typeof globalThis.Bun === 'undefined') return Number(process.hrtime.bigint()) / 1e9;
+  if (bunClock === undefined) bunClock = loadBunClock();
+  const t = bunClock ? bunClock() : null;
+  if (t !== null) return t;
+  return Number(readFileSync('/proc/uptime', 'latin1').split(' ')[0]);
+}
+
+/** The platform package holding the static guardian binary for this system, or null. */
+export function platformPackage(platform = process.platform, arch = process.arch) {
+  if (platform !== 'linux') return null;
+  return PLATFORM_PACKAGES[arch] ?? null;
+}
+
+const PLATFORM_PACKAGES = {
+  x64: '@guardian/driver-linux-x64',
+  arm64: '@guardian/driver-linux-arm64',
+};
+
+const require = createRequire(import.meta.url);
+
+function executable(file) {
+  try {
+    if (!statSync(file).isFile()) return false;
+    accessSync(file, fsConstants.X_OK);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** The binary shipped in the platform package, or a reason it is not there. */
+function fromPlatformPackage(pkg) {
+  if (pkg === null) {
+    return { path: null, why: `no platform package exists for ${process.platform}-${process.arch} (linux-x64 and linux-arm64 have one)` };
+  }
+  let manifest;
+  try {
+    manifest = require.resolve(`${pkg}/package.json`);
+  } catch {
+    return { path: null, why: `${pkg} is not installed (npm installs it as an optional dependency of @guardian/driver; it is missing after --omit=optional, --no-optional or a lockfile made on another platform)` };
+  }
+  const file = join(dirname(manifest), 'bin', 'guardian');
+  if (!executable(file)) return { path: null, why: `${pkg} is installed but ${file} is not an executable file` };
+  return { path: file, why: null };
+}
+
+function fromPath(pathVar) {
+  for (const dir of (pathVar ?? '').split(':')) {
+    if (dir === '') continue;
+    const file = join(dir, 'guardian');
+    if (executable(file)) return file;
+  }
+  return null;
+}
+
+/**
+ * Where the guardian binary is, and which rule found it: options.guardianPath,
+ * else $GUARDIAN_BIN, else the platform package (@guardian/driver-linux-x64 or
+ * -arm64), else `guardian` on PATH. Throws a GuardianError (status 125) naming
+ * all four when none applies.
+ */
+export function locateGuardian(options = {}, env = process.env) {
+  if (options.guardianPath) return { path: String(options.guardianPath), source: 'options.guardianPath' };
+  if (env.GUARDIAN_BIN) return { path: env.GUARDIAN_BIN, source: '$GUARDIAN_BIN' };
+  const pkg = platformPackage();
+  const shipped = fromPlatformPackage(pkg);
+  if (shipped.path) return { path: shipped.path, source: pkg };
+  const pathVar = options.env?.PATH ?? env.PATH;
+  const onPath = fromPath(pathVar);
+  if (onPath) return { path: onPath, source: 'PATH' };
+  throw new GuardianError(
+    'guardian binary not found: options.guardianPath is not set; $GUARDIAN_BIN is not set; '
+      + `platform package: ${shipped.why}; no executable "guardian" on PATH (${pathVar ?? 'unset'}). `
+      + 'Fix: reinstall @guardian/driver with optional dependencies, or pass guardianPath, or set GUARDIAN_BIN, '
+      + 'or put guardian on PATH.',
+    { status: 125, code: 'GUARDIAN_NOT_FOUND' },
+  );
+}
+
+/** The path locateGuardian() finds (throws the same GuardianError when there is none). */
 export function resolveGuardianPath(options = {}, env = process.env) {
-  if (options.guardianPath) return options.guardianPath;
-  if (env.GUARDIAN_BIN) return env.GUARDIAN_BIN;
-  return 'guardian';
+  return locateGuardian(options, env).path;
+}
+
+/**
+ * `{command, args}` that run `command args...` under guardian without an
+ * events fd: a command prefix for launchers that spawn the process themselves,
+ * such as the MCP SDK's StdioClientTransport:
+ *
+ *   new StdioClientTransport(guardedCommand('npx', ['-y', 'some-mcp-server']))
+ */
+export function guardedCommand(command, args = [], options = {}) {
+  if (typeof command !== 'string' || command === '') {
+    throw new TypeError('command must be a non-empty string');
+  }
+  if (!Array.isArray(args)) throw new TypeError('args must be an array of strings');
+  return {
+    command: resolveGuardianPath(options),
+    args: [...optionArgs(options), '--', command, ...args.map(String)],
+  };
+}
+
+/** The working directory's problem, named, or null when it is usable. */
+function cwdProblem(cwd) {
+  if (cwd === undefined || cwd === null) return null;
+  let dir;
+  try {
+    dir = cwd instanceof URL ? fileURLToPath(cwd) : String(cwd);
+  } catch (err) {
+    return `the working directory ${String(cwd)} is not a file: URL (${err.message})`;
+  }
+  try {
+    if (!statSync(dir).isDirectory()) return `the working directory ${dir} is not a directory (options.cwd)`;
+    accessSync(dir, fsConstants.X_OK);
+    return null;
+  } catch (err) {
+    const why = err.code === 'ENOENT' ? 'does not exist' : `cannot be entered (${err.code ?? err.message})`;
+    return `the working directory ${dir} ${why} (options.cwd)`;
+  }
 }
 
 function stdioFor(stdio) {
@@ -161,8 +326,18 @@ function stdioFor(stdio) {
 
 function noop() {}
 
+/** A path that cannot be executed: what is spawned when guardian must not be. */
+const NOT_STARTED = '/nonexistent/guardian-not-started';
+
+const SIGNAL_NUMBERS = { SIGKILL: 9, KILL: 9, SIGSTOP: 19, STOP: 19 };
+const signalNumber = (sig) => (typeof sig === 'number' ? sig : SIGNAL_NUMBERS[String(sig).toUpperCase()] ?? null);
+
 /**
  * Start `command args...` under guardian.
+ *
+ * The handle is an EventEmitter: 'event' for every event line, 'error' for a
+ * failure (only when you listen: an unlistened failure never throws, it
+ * rejects `spawned`/`exit`/`released`).
  *
  * @param {string} command
  * @param {string[]} [args]
@@ -185,17 +360,54 @@ export function spawnGuarded(command, args, options) {
   if (options.env !== undefined) spawnOptions.env = options.env;
   if (options.cwd !== undefined) spawnOptions.cwd = options.cwd;
 
-  const guardianPath = resolveGuardianPath(options);
-  const child = spawn(guardianPath, argv, spawnOptions);
+  // Problems found before the spawn replace the spawn's own error message,
+  // which would blame the binary (`spawn .../guardian ENOENT`).
+  let located;
+  let before = null;
+  try {
+    located = locateGuardian(options);
+  } catch (err) {
+    located = { path: 'guardian', source: 'PATH' };
+    before = err;
+  }
+  const badCwd = cwdProblem(options.cwd);
+  if (badCwd !== null && before === null) {
+    before = new GuardianError(`could not start guardian: ${badCwd}`, { status: 125, code: 'BAD_CWD' });
+  }
+  const guardianPath = located.path;
+  let child;
+  if (before === null) {
+    try {
+      child = spawn(guardianPath, argv, spawnOptions);
+    } catch (err) {
+      // Some failures throw (ENOTDIR, E2BIG, ...) where others are 'error'
+      // events: turn them into the same rejected promises.
+      before = new GuardianError(`could not start guardian (${guardianPath}, from ${located.source}): ${err.message}`,
+        { status: 125, code: 'SPAWN_FAILED', cause: err });
+    }
+  }
+  if (child === undefined) {
+    // Not started. A spawn that cannot succeed gives the handle a real child
+    // and real streams that fail the way a failed spawn's do.
+    child = spawn(NOT_STARTED, [], { stdio: spawnOptions.stdio });
+  }
+  const handle = new EventEmitter();
 
   // --- event bookkeeping -------------------------------------------------
   const events = [];          // every parsed event, in arrival order
   const waiters = new Set();  // wake-ups for events() iterators
+  const watchers = new Set(); // internal per-event callbacks (kill())
   let ended = false;          // the events stream ended (or could not be read)
   let failure = null;         // GuardianError when guardian could not be run at all
   let errorEvent = null;      // guardian's `error` event, if any
   let exited = false;         // guardian itself exited
   let exitInfo = { code: null, signal: null };
+  let providerPid;            // from `spawned`
+  let reported = false;       // the failure was emitted as 'error'
+
+  const emitError = (err) => {
+    if (handle.listenerCount('error') > 0) handle.emit('error', err);
+  };
 
   const deferred = () => {
     let resolve;
@@ -217,7 +429,13 @@ export function spawnGuarded(command, args, options) {
     if (d.settled) return;
     d.settled = true;
     if (ok) d.resolve(value);
-    else d.reject(value);
+    else {
+      d.reject(value);
+      if (d === released && !reported) {
+        reported = true;
+        emitError(value);
+      }
+    }
   };
 
   const wake = () => {
@@ -229,6 +447,7 @@ export function spawnGuarded(command, args, options) {
     events.push(ev);
     switch (ev.event) {
       case 'spawned':
+        if (Number.isInteger(ev.pid)) providerPid = ev.pid;
         settle(spawned, true, ev);
         break;
       case 'exit':
@@ -237,15 +456,15 @@ export function spawnGuarded(command, args, options) {
       case 'released':
         // `exit` always precedes `released`; should guardian ever skip it,
         // do not leave `exit` pending forever.
-        settle(exit, false, new GuardianError('guardian released without an exit event', { status: ev.status }));
-        settle(spawned, false, new GuardianError('guardian released without a spawned event', { status: ev.status }));
+        settle(exit, false, new GuardianError('guardian released without an exit event', { status: ev.status, code: 'NO_RELEASE' }));
+        settle(spawned, false, new GuardianError('guardian released without a spawned event', { status: ev.status, code: 'NO_RELEASE' }));
         settle(released, true, ev);
         break;
       case 'error': {
         errorEvent = ev;
         const err = new GuardianError(
           `guardian: ${ev.message ?? 'error'} (status ${ev.status ?? 'unknown'})`,
-          { status: ev.status, event: ev },
+          { status: ev.status, event: ev, code: 'ERROR_EVENT' },
         );
         settle(spawned, false, err);
         settle(exit, false, err);
@@ -255,13 +474,23 @@ export function spawnGuarded(command, args, options) {
       default:
         break;
     }
+    for (const w of [...watchers]) w(ev);
+    if (handle.listenerCount('event') > 0) {
+      try {
+        handle.emit('event', ev);
+      } catch (err) {
+        // A throwing listener is the caller's bug; it must not stop the
+        // bookkeeping. Report it on the next tick like an unhandled error.
+        queueMicrotask(() => { throw err; });
+      }
+    }
     wake();
   };
 
   const malformed = (line, err) => {
     // The contract says every line is a JSON object; surface anything else as
     // an event so it is visible to events() readers instead of vanishing.
-    onEvent({ event: 'malformed', line, message: String(err && err.message ? err.message : err) });
+    onEvent({ event: 'malformed', ts: monotonicNow(), line, message: String(err && err.message ? err.message : err) });
   };
 
   const handleLine = (line) => {
@@ -280,14 +509,15 @@ export function spawnGuarded(command, args, options) {
   const finish = () => {
     if (!(failure || (ended && exited))) return;
     const base = failure ?? new GuardianError(
-      exitInfo.signal
+      (exitInfo.signal
         ? `guardian was killed by ${exitInfo.signal} before it released the tree`
-        : `guardian exited with status ${exitInfo.code} without releasing the tree`,
-      { status: exitInfo.code, exitCode: exitInfo.code, signal: exitInfo.signal, event: errorEvent },
+        : `guardian exited with status ${exitInfo.code} without releasing the tree`) + leafNote,
+      { status: exitInfo.code, exitCode: exitInfo.code, signal: exitInfo.signal, event: errorEvent, code: 'NO_RELEASE' },
     );
     settle(spawned, false, base);
     settle(exit, false, base);
     settle(released, false, base);
+    watchers.clear();
     wake();
   };
 
@@ -311,24 +541,128 @@ export function spawnGuarded(command, args, options) {
     ended = true;
   }
 
+  // stdin/stdout/stderr: writing to a provider that is gone (a mistyped
+  // command: guardian exits 127) fails with EPIPE. Without a listener that
+  // error would crash the host; here it becomes an 'error' event of the
+  // handle when someone listens, and `released` reports why guardian ended.
+  for (const s of [child.stdin, child.stdout, child.stderr]) {
+    if (s && typeof s.on === 'function') s.on('error', (err) => emitError(err));
+  }
+
   child.on('error', (err) => {
     // Spawn failures (ENOENT, EACCES, ...) carry syscall 'spawn <file>'; a
     // failed kill() also lands here and changes nothing.
     if (!(child.pid === undefined || /spawn/.test(String(err && err.syscall)))) return;
     if (!failure) {
-      failure = new GuardianError(`could not start guardian (${guardianPath}): ${err.message}`, {
-        status: 125,
-        cause: err,
-      });
+      failure = before ?? new GuardianError(
+        `could not start guardian (${guardianPath}, from ${located.source}): ${err.message}`,
+        { status: 125, code: 'SPAWN_FAILED' },
+      );
+      if (failure.cause === undefined) failure.cause = err;
     }
     ended = true;
     finish();
   });
+  // guardian was killed (by someone else: the driver never SIGKILLs it)
+  // before it released the tree. In cgroup mode the tree is still in its
+  // leaf: kill it there, as `guardian sweep` would, so no process outlives
+  // this handle. (In subreaper mode the orphans cannot be named reliably.)
+  let leafNote = '';
+  const killOrphanedLeaf = () => {
+    const leaf = events.find((e) => e.event === 'spawned')?.cgroup;
+    if (typeof leaf !== 'string' || leaf === '') return;
+    try {
+      writeFileSync(join(leaf, 'cgroup.kill'), '1');
+      leafNote = `; the driver wrote 1 to ${leaf}/cgroup.kill (run 'guardian sweep' to remove the leaf)`;
+    } catch (err) {
+      leafNote = `; its leaf ${leaf} could not be killed (${err.code ?? err.message}): write 1 to its cgroup.kill or run 'guardian sweep'`;
+    }
+  };
   child.on('exit', (code, signal) => {
     exited = true;
     exitInfo = { code, signal };
+    if (signal !== null && !released.settled) killOrphanedLeaf();
     finish();
   });
+
+  const running = () => !exited && !failure && child.exitCode === null && child.signalCode === null
+    && child.pid !== undefined;
+  const send = (signal) => {
+    if (!running()) return false;
+    try {
+      return child.kill(signal);
+    } catch (err) {
+      // already gone: `released` settles from the exit path
+      if (err && err.code !== 'ESRCH') throw err;
+      return false;
+    }
+  };
+
+  // --- kill the tree now -----------------------------------------------------
+  // guardian's kill-now rule (docs/contract.md): while it is stopping the tree,
+  // a further stop request ends the grace at once (SIGKILL to the whole tree,
+  // cgroup.kill in cgroup mode) and guardian answers `stopping` with reason
+  // `kill-request`. So: SIGTERM; if the answer is a first stop (`stopping`
+  // with another reason), SIGTERM again; done at `kill-request` or `released`.
+  let killing = false;
+  const kill = () => {
+    if (killing || !running()) return released.promise;
+    killing = true;
+    let sends = 0;
+    const again = () => {
+      if (sends >= 4) return;
+      sends++;
+      send('SIGTERM');
+    };
+    const watcher = (ev) => {
+      if (ev.event === 'stopping' && ev.reason !== 'kill-request') again();
+      else if (ev.event === 'stopping' || ev.event === 'released' || ev.event === 'error') watchers.delete(watcher);
+    };
+    watchers.add(watcher);
+    again();
+    return released.promise;
+  };
+
+  // Invalid arguments throw a TypeError at the call (a rejected promise that
+  // nobody awaits would end the host as an unhandled rejection).
+  const stop = (arg) => {
+    if (typeof arg === 'string' || typeof arg === 'number') {
+      const n = signalNumber(arg);
+      // SIGKILL (and SIGSTOP) cannot be caught: delivered to guardian they
+      // would end (or freeze) guardian itself and leave the tree running.
+      if (n === 9) return kill();
+      if (n === 19) {
+        throw new TypeError('stop(): SIGSTOP would freeze guardian itself, not the tree; use stop() or kill()');
+      }
+      send(arg);
+      return released.promise;
+    }
+    const opts = arg ?? {};
+    if (typeof opts !== 'object') throw new TypeError('stop() takes a signal or {timeout, signal}');
+    const { timeout, signal } = opts;
+    if (timeout !== undefined && (typeof timeout !== 'number' || !(timeout >= 0))) {
+      throw new TypeError(`stop(): timeout must be a non-negative number of milliseconds, got ${timeout}`);
+    }
+    if (signal !== undefined && (signal === null || typeof signal.addEventListener !== 'function')) {
+      throw new TypeError('stop(): signal must be an AbortSignal');
+    }
+    if (signal?.aborted) return kill();
+    send('SIGTERM');
+    const cleanups = [];
+    if (timeout !== undefined && timeout !== Infinity) {
+      const timer = setTimeout(kill, timeout);
+      cleanups.push(() => clearTimeout(timer));
+    }
+    if (signal !== undefined) {
+      signal.addEventListener('abort', kill, { once: true });
+      cleanups.push(() => signal.removeEventListener('abort', kill));
+    }
+    if (cleanups.length) {
+      const done = () => { for (const c of cleanups) c(); };
+      released.promise.then(done, done);
+    }
+    return released.promise;
+  };
 
   // --- the handle ---------------------------------------------------------
   async function* iterate() {
@@ -341,50 +675,39 @@ export function spawnGuarded(command, args, options) {
     if (failure && events.length === 0) throw failure;
   }
 
-  const handle = {
-    child,
-    pid: child.pid,
-    stdin: child.stdin,
-    stdout: child.stdout,
-    stderr: child.stderr,
-    spawned: spawned.promise,
-    exit: exit.promise,
-    released: released.promise,
-    /** Async iterator over every event line, from the first one, until the fd closes. */
-    events: iterate,
-    /** Events received so far (a copy). */
-    get received() {
-      return events.slice();
+  Object.defineProperties(handle, {
+    child: { value: child, enumerable: true },
+    guardianPid: { value: child.pid, enumerable: true },
+    /** Deprecated alias of guardianPid (guardian's pid, not the provider's). */
+    pid: { value: child.pid, enumerable: false },
+    providerPid: { get: () => providerPid, enumerable: true },
+    guardianPath: { value: guardianPath, enumerable: true },
+    stdin: { value: child.stdin, enumerable: true },
+    stdout: { value: child.stdout, enumerable: true },
+    stderr: { value: child.stderr, enumerable: true },
+    spawned: { value: spawned.promise, enumerable: true },
+    exit: { value: exit.promise, enumerable: true },
+    released: { value: released.promise, enumerable: true },
+    received: { get: () => events.slice(), enumerable: true },
+    events: { value: iterate },
+    stop: { value: stop },
+    kill: { value: kill },
+    unref: {
+      value() {
+        child.unref();
+        for (const s of child.stdio) if (s && typeof s.unref === 'function') s.unref();
+        return handle;
+      },
     },
-    /**
-     * Ask guardian to stop the tree: guardian forwards the signal or, for its
-     * stop signal, arms its bounded stop (grace, then SIGKILL). Resolves like
-     * `released`.
-     */
-    stop(signal = 'SIGTERM') {
-      if (!exited && !failure && child.exitCode === null && child.signalCode === null) {
-        try {
-          child.kill(signal);
-        } catch (err) {
-          // already gone: `released` settles from the exit path
-          if (err && err.code !== 'ESRCH') throw err;
-        }
-      }
-      return released.promise;
+    ref: {
+      value() {
+        child.ref();
+        for (const s of child.stdio) if (s && typeof s.ref === 'function') s.ref();
+        return handle;
+      },
     },
-    /** Let the event loop exit while guardian runs (guardian then sees its parent die). */
-    unref() {
-      child.unref();
-      for (const s of child.stdio) if (s && typeof s.unref === 'function') s.unref();
-      return handle;
-    },
-    ref() {
-      child.ref();
-      for (const s of child.stdio) if (s && typeof s.ref === 'function') s.ref();
-      return handle;
-    },
-    [Symbol.asyncIterator]: iterate,
-  };
+    [Symbol.asyncIterator]: { value: iterate },
+  });
   return handle;
 }
 

@@ -22,7 +22,7 @@ async function start() {
   });
   handle = h;
   const ev = await h.spawned;
-  return { guardianPid: h.pid, providerPid: ev.pid, mode: ev.mode };
+  return { guardianPid: h.guardianPid, providerPid: h.providerPid ?? ev.pid, mode: ev.mode };
 }
 
 const idle = () => setInterval(() => {}, 1 << 30);

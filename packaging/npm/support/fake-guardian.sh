@@ -30,6 +30,15 @@ die)
   # killed before it could release the tree
   printf '{"event":"spawned","ts":1.0,"pid":%s,"pgid":%s,"guardian_pid":%s,"mode":"subreaper","cgroup":null}\n' $$ $$ $$ >&3
   kill -KILL $$ ;;
+epipe)
+  # the provider is gone and its end of stdin closed, guardian not yet exited:
+  # a write from the driver now fails with EPIPE
+  exec 0<&-
+  printf '{"event":"error","ts":1.0,"status":127,"message":"nosuch: command not found"}\n' >&3
+  exec 3>&-
+  i=0
+  while [ $i -lt 100 ] && [ ! -e "$FAKE_GUARDIAN_RELEASE" ]; do sleep 0.05; i=$((i + 1)); done
+  exit 127 ;;
 noevents)
   exit 9 ;;
 stop)
@@ -37,6 +46,30 @@ stop)
   trap 'printf "{\"event\":\"exit\",\"ts\":2.0,\"pid\":1,\"code\":null,\"signal\":\"SIGTERM\",\"core_dumped\":false}\n{\"event\":\"released\",\"ts\":2.1,\"status\":143,\"signalled\":0,\"killed\":0,\"reaped\":0,\"teardown_ms\":0}\n" >&3; exit 143' TERM
   printf '{"event":"spawned","ts":1.0,"pid":%s,"pgid":%s,"guardian_pid":%s,"mode":"subreaper","cgroup":null}\n' $$ $$ $$ >&3
   while :; do sleep 0.05; done ;;
+killnow)
+  # guardian's kill-now rule: the first SIGTERM is a stop request (stopping,
+  # reason signal, then a long grace); a further one kills at once (stopping,
+  # reason kill-request). SIGKILL would end this script without released.
+  # Each SIGTERM is counted in a `term` event so tests can see them.
+  n=0
+  on_term() {
+    n=$((n + 1))
+    printf '{"event":"term","ts":2.0,"n":%s}\n' $n >&3
+    if [ $n = 1 ]; then
+      printf '{"event":"stopping","ts":2.1,"reason":"signal","grace_ms":60000}\n' >&3
+    else
+      printf '{"event":"stopping","ts":2.2,"reason":"kill-request","grace_ms":0}\n' >&3
+      printf '{"event":"exit","ts":2.3,"pid":1,"code":null,"signal":"SIGKILL","core_dumped":false}\n' >&3
+      printf '{"event":"released","ts":2.4,"status":137,"signalled":0,"killed":1,"reaped":0,"teardown_ms":0}\n' >&3
+      exit 137
+    fi
+  }
+  trap on_term TERM
+  printf '{"event":"spawned","ts":1.0,"pid":%s,"pgid":%s,"guardian_pid":%s,"mode":"subreaper","cgroup":null}\n' $$ $$ $$ >&3
+  i=0
+  while [ $i -lt 1200 ]; do sleep 0.05; i=$((i + 1)); done
+  printf '{"event":"released","ts":9.0,"status":143,"signalled":0,"killed":0,"reaped":0,"teardown_ms":0}\n' >&3
+  exit 143 ;;
 garbage)
   printf 'not json\n{"event":"spawned","ts":1.0,"pid":1,"pgid":1,"guardian_pid":1,"mode":"subreaper","cgroup":null}\n' >&3
   printf '{"event":"exit","ts":1.2,"pid":1,"code":0,"signal":null,"core_dumped":false}\n' >&3

@@ -1,7 +1,7 @@
 // Test helpers shared by the Node and Bun runs. Kept outside test/ because
 // `node --test test/` runs every .js file below test/ as a test file.
 
-import { readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
@@ -104,6 +104,7 @@ export function within(promise, ms, what) {
 export class Tracker {
   nonces = new Set();
   children = new Set();
+  leaves = new Set();
 
   nonce() {
     const n = makeNonce();
@@ -114,6 +115,11 @@ export class Tracker {
   child(cp) {
     this.children.add(cp);
     return cp;
+  }
+
+  /** A cgroup leaf to kill and remove at cleanup if it is still there (its guardian was killed). */
+  leaf(path) {
+    this.leaves.add(path);
   }
 
   async cleanup() {
@@ -133,6 +139,20 @@ export class Tracker {
       }
       if (left === 0 || Date.now() > deadline) break;
       await sleep(50);
+    }
+    for (const leaf of this.leaves) {
+      if (!existsSync(leaf)) continue;
+      try { writeFileSync(`${leaf}/cgroup.kill`, '1'); } catch { /* gone or old kernel */ }
+      const until = Date.now() + 5000;
+      while (Date.now() < until) {
+        try {
+          rmdirSync(leaf);
+          break;
+        } catch (e) {
+          if (e.code === 'ENOENT') break;
+          await sleep(50);
+        }
+      }
     }
   }
 }

@@ -4,7 +4,8 @@
 // kills leftovers by pid even when a test fails.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnGuarded, GuardianError } from '../index.js';
+import { existsSync, readFileSync, rmdirSync } from 'node:fs';
+import { spawnGuarded, GuardianError, monotonicNow } from '../index.js';
 import {
   guardianBin, skipNoGuardian, runtime, Tracker, procsWith, isAlive, waitFor, waitGone,
   assertStaysAlive, within, escapingProvider, startDriver,
@@ -19,6 +20,7 @@ const EVENT_MS = 20000;
 function guarded(command, args, options = {}) {
   const h = spawnGuarded(command, args, { stdio: ['ignore', 'ignore', 'inherit'], ...options });
   tracker.child(h.child);
+  h.spawned.then((ev) => ev.cgroup && tracker.leaf(ev.cgroup), () => {});
   return h;
 }
 
@@ -162,7 +164,9 @@ test(`[${runtime}] SIGKILL of the driver process: the tree goes`, T, async () =>
   d.cp.kill('SIGKILL');
   await within(d.exited, EVENT_MS, 'the driver to die');
   await waitGone(nonce, 20000);
-  assert.ok(!isAlive(info.guardianPid), `guardian ${info.guardianPid} outlived its tree`);
+  // guardian's argv carries the nonce, but while it is exiting its cmdline
+  // already reads empty: wait for the pid itself too.
+  await waitFor(() => !isAlive(info.guardianPid), { timeoutMs: 20000, what: `guardian ${info.guardianPid} to exit after its tree` });
 });
 
 test(`[${runtime}] a driver that just ends (handle unref'd) takes the tree with it`, T, async () => {
@@ -172,7 +176,9 @@ test(`[${runtime}] a driver that just ends (handle unref'd) takes the tree with 
   const end = await within(d.exited, EVENT_MS, 'the driver to end by itself after unref()');
   assert.deepEqual(end, { code: 0, signal: null });
   await waitGone(nonce, 20000);
-  assert.ok(!isAlive(info.guardianPid), `guardian ${info.guardianPid} outlived its tree`);
+  // guardian's argv carries the nonce, but while it is exiting its cmdline
+  // already reads empty: wait for the pid itself too.
+  await waitFor(() => !isAlive(info.guardianPid), { timeoutMs: 20000, what: `guardian ${info.guardianPid} to exit after its tree` });
 });
 
 test(`[${runtime}] guardian spawned from a worker_thread survives the worker, goes with the process`, T, async () => {
@@ -191,5 +197,139 @@ test(`[${runtime}] guardian spawned from a worker_thread survives the worker, go
   d.cp.kill('SIGKILL');
   await within(d.exited, EVENT_MS, 'the driver to die');
   await waitGone(nonce, 20000);
-  assert.ok(!isAlive(info.guardianPid), `guardian ${info.guardianPid} outlived its tree`);
+  // guardian's argv carries the nonce, but while it is exiting its cmdline
+  // already reads empty: wait for the pid itself too.
+  await waitFor(() => !isAlive(info.guardianPid), { timeoutMs: 20000, what: `guardian ${info.guardianPid} to exit after its tree` });
+});
+
+// --- kill now (guardian's kill-now rule, docs/contract.md) ------------------
+// A tree that ignores SIGTERM under a 60 s grace: only the kill-now path can
+// end it within the test's deadline, and the driver must do it without ever
+// signalling guardian with SIGKILL (guardian exits on its own, status 137).
+
+async function killNowCase(t, how, options = {}) {
+  const nonce = tracker.nonce();
+  const { command, args } = escapingProvider(nonce, { providerExits: false, ignoreTerm: true });
+  const h = guarded(command, args, { grace: '60s', ...options });
+  const spawned = await within(h.spawned, EVENT_MS, 'spawned');
+  if (options.cgroup && spawned.mode !== 'cgroup') {
+    await within(h.kill(), 90000, 'released');
+    return { skipped: `cgroup mode is not available here (mode ${spawned.mode})` };
+  }
+  await waitFor(() => hasNonce(nonce, '-esc') && hasNonce(nonce, '-prov'), { what: 'provider and escaper to run' });
+  const rel = await within(how(h), EVENT_MS, 'released after the kill (a 60 s grace must not be waited for)');
+  assert.deepEqual(treeOf(nonce, h), [], 'no process of the tree may outlive released');
+  const reasons = h.received.filter((e) => e.event === 'stopping').map((e) => e.reason);
+  assert.ok(reasons.includes('kill-request'), `no stopping/kill-request: ${JSON.stringify(h.received)}`);
+  assert.equal(await guardianExit(h), 137, 'guardian exited by itself with the status of a SIGKILLed provider');
+  assert.equal(h.child.signalCode, null, 'guardian itself was not killed by a signal');
+  assert.equal(rel.status, 137);
+  return { h, rel, spawned };
+}
+
+test(`[${runtime}] kill() kills a SIGTERM-ignoring tree now, through guardian (needs the kill-now rule)`, T, async (t) => {
+  await killNowCase(t, (h) => h.kill());
+});
+
+test(`[${runtime}] stop('SIGKILL') never SIGKILLs guardian: the tree goes (needs the kill-now rule)`, T, async (t) => {
+  await killNowCase(t, (h) => h.stop('SIGKILL'));
+});
+
+test(`[${runtime}] stop({timeout}) ends a long grace when the timeout passes (needs the kill-now rule)`, T, async (t) => {
+  await killNowCase(t, (h) => h.stop({ timeout: 500 }));
+});
+
+test(`[${runtime}] cgroup: true, kill(): the leaf is emptied and removed (needs the kill-now rule)`, T, async (t) => {
+  const r = await killNowCase(t, (h) => h.kill(), { cgroup: true });
+  if (r.skipped) {
+    t.diagnostic?.(r.skipped);
+    return;
+  }
+  assert.equal(r.spawned.mode, 'cgroup');
+  assert.equal(typeof r.spawned.cgroup, 'string');
+  assert.ok(!existsSync(r.spawned.cgroup), `the leaf ${r.spawned.cgroup} is still there`);
+  assert.equal(r.rel.cgroup, r.spawned.cgroup);
+});
+
+// --- the host never crashes -------------------------------------------------
+
+test(`[${runtime}] a mistyped command: writes to stdin never crash the host, released rejects 127`, T, async () => {
+  const nonce = tracker.nonce();
+  const h = guarded(`no-such-command-${nonce}`, [], { stdio: ['pipe', 'pipe', 'ignore'] });
+  const errors = [];
+  h.on('error', (e) => errors.push(e));
+  // An MCP client writes its initialize request at once, and keeps writing.
+  const line = `${JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { nonce } })}\n`;
+  const writes = [];
+  const pump = setInterval(() => writes.push(new Promise((r) => h.stdin.write(line, r))), 1);
+  try {
+    await assert.rejects(within(h.released, EVENT_MS, 'released rejection'), (e) => {
+      assert.ok(e instanceof GuardianError, String(e));
+      assert.equal(e.status, 127);
+      assert.match(e.message, /not found/);
+      return true;
+    });
+    assert.equal(await guardianExit(h), 127);
+  } finally {
+    clearInterval(pump);
+  }
+  await within(Promise.all(writes), EVENT_MS, 'every write callback');
+  assert.ok(errors.some((e) => e instanceof GuardianError && e.status === 127), "the failure was an 'error' event");
+});
+
+test(`[${runtime}] a cwd that does not exist is named, guardian is not blamed`, T, async () => {
+  const dir = `/nonexistent/${tracker.nonce()}`;
+  const h = guarded('true', [], { cwd: dir });
+  await assert.rejects(within(h.released, EVENT_MS, 'released rejection'), (e) => {
+    assert.ok(e.message.includes(dir), e.message);
+    assert.ok(!/spawn .*guardian ENOENT/.test(e.message), e.message);
+    assert.equal(e.code, 'BAD_CWD');
+    return true;
+  });
+});
+
+test(`[${runtime}] guardianPid is guardian's, providerPid the provider's`, T, async () => {
+  const nonce = tracker.nonce();
+  const { command, args } = escapingProvider(nonce, { providerExits: false });
+  const h = guarded(command, args);
+  const spawned = await within(h.spawned, EVENT_MS, 'spawned');
+  assert.equal(h.guardianPid, spawned.guardian_pid);
+  assert.equal(h.providerPid, spawned.pid);
+  assert.notEqual(h.providerPid, h.guardianPid);
+  await waitFor(() => procsWith(nonce).some((p) => p.pid === h.providerPid), { what: 'the provider to carry the nonce' });
+  await within(h.stop(), EVENT_MS, 'released');
+});
+
+test(`[${runtime}] monotonicNow() reads the clock of the events' ts`, T, async () => {
+  const before = monotonicNow();
+  const h = guarded('true', []);
+  const spawned = await within(h.spawned, EVENT_MS, 'spawned');
+  const after = monotonicNow();
+  await within(h.released, EVENT_MS, 'released');
+  // ts has microseconds; allow for that rounding only.
+  assert.ok(before - 1e-5 <= spawned.ts && spawned.ts <= after + 1e-5, `${before} <= ${spawned.ts} <= ${after}`);
+});
+
+test(`[${runtime}] cgroup: true, guardian killed from outside: the driver kills the leaf`, T, async (t) => {
+  const nonce = tracker.nonce();
+  const { command, args } = escapingProvider(nonce, { providerExits: false, ignoreTerm: true });
+  const h = guarded(command, args, { grace: '60s', cgroup: true });
+  const spawned = await within(h.spawned, EVENT_MS, 'spawned');
+  if (spawned.mode !== 'cgroup') {
+    await within(h.kill(), 90000, 'released');
+    t.diagnostic?.(`cgroup mode is not available here (mode ${spawned.mode})`);
+    return;
+  }
+  await waitFor(() => hasNonce(nonce, '-esc') && hasNonce(nonce, '-prov'), { what: 'provider and escaper to run' });
+  // The test plays the OOM killer: guardian dies without a teardown.
+  process.kill(h.guardianPid, 'SIGKILL');
+  await assert.rejects(within(h.released, EVENT_MS, 'released rejection'), (e) => {
+    assert.equal(e.signal, 'SIGKILL');
+    assert.ok(e.message.includes(`${spawned.cgroup}/cgroup.kill`), e.message);
+    return true;
+  });
+  await waitGone(nonce, EVENT_MS);
+  // the leaf is empty; remove it as `guardian sweep` would
+  await waitFor(() => /populated 0/.test(readFileSync(`${spawned.cgroup}/cgroup.events`, 'utf8')), { what: 'the leaf to empty' });
+  rmdirSync(spawned.cgroup);
 });

@@ -1,9 +1,11 @@
 #!/bin/sh
 # Run the driver's tests with Node (node --test) and with Bun (bun test), both
-# against the guardian binary named by $GUARDIAN_BIN. Exits non-zero when any
-# test fails in either runtime. Bun comes from the npm package `bun`, installed
-# here with --no-save; when it cannot be installed the Bun run is skipped with
-# the reason printed.
+# against the guardian binary named by $GUARDIAN_BIN, then type-check
+# test/types/usage.ts with `tsc --strict` and run the packed-tarball install
+# proof (test/pack.sh). Exits non-zero when anything fails. The devDependencies
+# (bun, @modelcontextprotocol/sdk, typescript, @types/node) are installed here
+# with `npm install --no-save`; when bun cannot be installed the Bun run is
+# skipped with the reason printed (a failure under CI=true).
 set -u
 npmdir=$(cd "$(dirname "$0")/.." && pwd)
 cd "$npmdir" || exit 2
@@ -27,6 +29,21 @@ out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 status=0
 
+bun=$npmdir/node_modules/.bin/bun
+bun_ok() { [ -x "$bun" ] && "$bun" --version >/dev/null 2>&1; }
+deps_ok() {
+  bun_ok && [ -x node_modules/.bin/tsc ] && [ -f node_modules/@modelcontextprotocol/sdk/package.json ] &&
+    [ -f node_modules/@types/node/package.json ]
+}
+if ! deps_ok; then
+  echo "== installing the devDependencies (npm install --no-save)"
+  npm install --no-save --no-audit --no-fund >"$out/npm.log" 2>&1 || tail -20 "$out/npm.log"
+  # npm may hold back the package's postinstall; it only places the binary.
+  if ! bun_ok && [ -f node_modules/bun/install.js ]; then
+    node node_modules/bun/install.js >>"$out/npm.log" 2>&1
+  fi
+fi
+
 echo "== node $(node --version): node --test test/ (GUARDIAN_BIN=$GUARDIAN_BIN)"
 node --test test/ 2>&1 | tee "$out/node.log"
 # POSIX sh has no pipefail: read node's verdict from its summary instead.
@@ -38,17 +55,7 @@ if [ -z "$node_pass" ] || [ "${node_fail:-1}" != 0 ] || [ "${node_cancel:-0}" !=
   status=1
 fi
 
-bun=$npmdir/node_modules/.bin/bun
-bun_ok() { [ -x "$bun" ] && "$bun" --version >/dev/null 2>&1; }
 bun_pass=0 bun_fail=0
-if ! bun_ok; then
-  echo "== installing bun (npm install --no-save bun)"
-  npm install --no-save --no-audit --no-fund bun >"$out/npm.log" 2>&1
-  # npm may hold back the package's postinstall; it only places the binary.
-  if ! bun_ok && [ -f node_modules/bun/install.js ]; then
-    node node_modules/bun/install.js >>"$out/npm.log" 2>&1
-  fi
-fi
 if bun_ok; then
   echo "== bun $("$bun" --version): bun test ./test/"
   "$bun" test --timeout 120000 ./test/ >"$out/bun.log" 2>&1
@@ -63,10 +70,37 @@ if bun_ok; then
 else
   echo "run.sh: SKIPPED the Bun run: bun could not be installed from npm:"
   tail -5 "$out/npm.log" 2>/dev/null | sed 's/^/  /'
+  if [ "${CI:-}" = true ]; then bun_fail=1; status=1; fi
 fi
 
-total_pass=$(( ${node_pass:-0} + ${bun_pass:-0} ))
-total_fail=$(( ${node_fail:-0} + ${node_cancel:-0} + ${bun_fail:-0} ))
+# tsc --strict on an idiomatic usage example (and @ts-expect-error lines that
+# must stay errors), against index.d.ts and the SDK's own types.
+types_pass=0 types_fail=0
+echo "== tsc --strict test/types/usage.ts"
+if [ -x node_modules/.bin/tsc ] && node_modules/.bin/tsc --version &&
+   node_modules/.bin/tsc -p test/types/tsconfig.json; then
+  types_pass=1
+  echo "types: ok"
+else
+  types_fail=1
+  status=1
+  echo "types: FAILED (tsc missing or errors above)"
+fi
+
+# npm pack + install into an empty directory + a provider under Node and Bun.
+echo "== packed tarballs in an empty directory (test/pack.sh)"
+sh test/pack.sh "$bun" >"$out/pack.log" 2>&1
+pack_rc=$?
+cat "$out/pack.log"
+pack_pass=$(sed -n 's/^pack: \([0-9]*\) passed, \([0-9]*\) failed$/\1/p' "$out/pack.log" | tail -1)
+pack_fail=$(sed -n 's/^pack: \([0-9]*\) passed, \([0-9]*\) failed$/\2/p' "$out/pack.log" | tail -1)
+if [ "$pack_rc" != 0 ] || [ -z "$pack_pass" ]; then
+  status=1
+  [ "${pack_fail:-0}" = 0 ] && pack_fail=1
+fi
+
+total_pass=$(( ${node_pass:-0} + ${bun_pass:-0} + types_pass + ${pack_pass:-0} ))
+total_fail=$(( ${node_fail:-0} + ${node_cancel:-0} + ${bun_fail:-0} + types_fail + ${pack_fail:-0} ))
 [ "$status" != 0 ] && [ "$total_fail" = 0 ] && total_fail=1
 echo "npm-driver: $total_pass passed, $total_fail failed"
 exit $status

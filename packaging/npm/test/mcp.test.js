@@ -1,0 +1,85 @@
+// The MCP TypeScript SDK's StdioClientTransport with guardian as the command
+// prefix (the README's recipe, through guardedCommand()). close() ends stdin,
+// waits 2 s, sends SIGTERM, waits 2 s and sends SIGKILL: with guardian's
+// default grace (1 s) guardian must release the tree and exit inside that
+// window, so that close() never leaves a process, for a cooperative server and
+// for one that ignores SIGTERM and has a setsid child that ignores it too.
+// Every process carries a nonce; /proc is scanned right after close().
+import { test, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { createRequire } from 'node:module';
+import { guardedCommand } from '../index.js';
+import { guardianBin, runtime, Tracker, procsWith, waitFor, within } from '../support/helpers.js';
+
+const require = createRequire(import.meta.url);
+let sdkMissing = false;
+try {
+  require.resolve('@modelcontextprotocol/sdk/package.json');
+} catch {
+  sdkMissing = true;
+}
+const skip = !guardianBin ? 'GUARDIAN_BIN is not set'
+  : sdkMissing && process.env.CI !== 'true' ? '@modelcontextprotocol/sdk is not installed (test/run.sh installs it)'
+    : false;
+const T = { timeout: 120000, skip };
+const serverScript = new URL('../support/mcp-server.js', import.meta.url).pathname;
+
+const tracker = new Tracker();
+after(() => tracker.cleanup());
+
+async function sdk() {
+  const { Client } = await import('@modelcontextprotocol/sdk/client/index.js');
+  const { StdioClientTransport } = await import('@modelcontextprotocol/sdk/client/stdio.js');
+  return { Client, StdioClientTransport };
+}
+
+async function connectAndClose(mode) {
+  const { Client, StdioClientTransport } = await sdk();
+  const nonce = tracker.nonce();
+  // No grace option: guardian's default (1 s) is what must hold.
+  const transport = new StdioClientTransport({
+    ...guardedCommand(process.execPath, [serverScript, mode, nonce], { guardianPath: guardianBin }),
+    stderr: 'inherit',
+  });
+  const client = new Client({ name: 'guardian-driver-test', version: '1.0.0' });
+  await within(client.connect(transport), 30000, 'connect');
+  const guardian = transport._process; // the SDK's ChildProcess of guardian
+  if (guardian) tracker.child(guardian);
+  const res = await within(client.callTool({ name: 'child', arguments: {} }), 30000, 'the child tool');
+  const childPid = Number(res.content[0].text);
+  await waitFor(() => procsWith(nonce).some((p) => p.pid === childPid && p.cmdline.startsWith(`${nonce}-child`)),
+    { what: 'the setsid grandchild to run' });
+  await within(client.close(), 30000, 'close()');
+  // Right after close(): nothing may be left, without waiting.
+  const left = procsWith(nonce);
+  assert.deepEqual(left, [], `close() left processes running: ${JSON.stringify(left)}`);
+  // guardian exited by itself inside close()'s window: the SDK never had to SIGKILL it.
+  assert.notEqual(guardian.exitCode, null, `guardian had not exited when close() returned (signal ${guardian.signalCode})`);
+  return guardian.exitCode;
+}
+
+for (const mode of ['cooperative', 'stubborn']) {
+  test(`[${runtime}] MCP SDK StdioClientTransport.close() leaves no process: ${mode} server, setsid child`, T, async () => {
+    for (let i = 0; i < 3; i++) {
+      const status = await connectAndClose(mode);
+      // cooperative: exits 0 on the end of stdin; stubborn: SIGKILLed after the grace (137)
+      assert.equal(status, mode === 'cooperative' ? 0 : 137);
+    }
+  });
+}
+
+test(`[${runtime}] MCP SDK with a mistyped server command: connect() rejects, the host lives`, T, async () => {
+  const { Client, StdioClientTransport } = await sdk();
+  const nonce = tracker.nonce();
+  const transport = new StdioClientTransport({
+    ...guardedCommand(`no-such-mcp-server-${nonce}`, [], { guardianPath: guardianBin }),
+    stderr: 'ignore',
+  });
+  const errors = [];
+  transport.onerror = (e) => errors.push(e);
+  const client = new Client({ name: 'guardian-driver-test', version: '1.0.0' });
+  client.onerror = () => {};
+  await assert.rejects(within(client.connect(transport), 30000, 'connect to fail'));
+  await client.close().catch(() => {});
+  assert.deepEqual(procsWith(nonce), []);
+});
