@@ -573,9 +573,19 @@ export function spawnGuarded(command, args, options) {
     if (typeof leaf !== 'string' || leaf === '') return;
     try {
       writeFileSync(join(leaf, 'cgroup.kill'), '1');
-      leafNote = `; the driver wrote 1 to ${leaf}/cgroup.kill (run 'guardian sweep' to remove the leaf)`;
+      leafNote = `; the driver wrote 1 to ${leaf}/cgroup.kill and runs 'guardian sweep --leaf ${leaf}'`;
     } catch (err) {
-      leafNote = `; its leaf ${leaf} could not be killed (${err.code ?? err.message}): write 1 to its cgroup.kill or run 'guardian sweep'`;
+      leafNote = `; its leaf ${leaf} could not be killed (${err.code ?? err.message}): run 'guardian sweep --leaf ${leaf}'`;
+    }
+    // cgroup.kill alone misses a member whose main thread exited while another thread runs
+    // (docs/contract.md, cgroup mode); `guardian sweep --leaf` SIGKILLs those through pidfds,
+    // waits for the leaf to empty and removes it. In the background: it may take seconds.
+    try {
+      const sweep = spawn(guardianPath, ['sweep', '--leaf', leaf], { stdio: 'ignore' });
+      sweep.on('error', () => {});
+      sweep.unref();
+    } catch {
+      // the binary vanished since the start: the note above still names the fix
     }
   };
   child.on('exit', (code, signal) => {
