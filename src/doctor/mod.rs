@@ -26,7 +26,7 @@ use crate::cgroup::{Hierarchy, Parent, Request};
 use crate::proctree::Proc;
 use crate::sys;
 
-use probes::{ChildProbes, Probe};
+use probes::{ChildProbes, ParentWatch, Probe};
 use report::Report;
 
 /// Runs every check; prints the report; returns the exit status.
@@ -49,6 +49,9 @@ pub(super) struct Facts {
     subreaper: Probe,
     signalfd: Probe,
     child: ChildProbes,
+    /// How guardian would watch its parent, and the probe of it.
+    watch: ParentWatch,
+    parent_watch: Probe,
     cgroup: CgroupFacts,
     proc: ProcFacts,
 }
@@ -66,9 +69,12 @@ impl Facts {
         let child = probes::probe_child();
         let mounts = read_all_mounts().unwrap_or_default();
         let cgroup = cgroup_facts(request, me);
-        let proc = proc_facts(&mounts, me);
+        let proc = proc_facts(&mounts);
+        // Last: with the parent outside the namespace this sets PR_SET_PDEATHSIG for a moment,
+        // when no probe child is left.
+        let (watch, parent_watch) = probes::parent_watch(me);
         let euid = rustix::process::geteuid().as_raw();
-        Facts { kernel, me, euid, subreaper, signalfd, child, cgroup, proc }
+        Facts { kernel, me, euid, subreaper, signalfd, child, watch, parent_watch, cgroup, proc }
     }
 }
 
@@ -91,8 +97,8 @@ fn judge(request: Option<&OsStr>, facts: Facts) -> Report<'_> {
     let mut notes: Vec<String> = Vec::new();
     let mode = mode_for(request, facts.me, &facts.cgroup, &mut problems);
     judge_interfaces(&facts, &mut problems, &mut notes);
-    let mode = startup_checks(facts.me, facts.proc.own_namespace, mode, &mut problems, &mut notes);
-    judge_proc(&facts.proc, facts.euid == 0, &mut problems, &mut notes);
+    let mode = startup_checks(&facts, mode, &mut problems, &mut notes);
+    judge_proc(&facts, &mut problems, &mut notes);
     judge_cgroup(&facts.cgroup, mode, request, &mut problems, &mut notes);
     Report { request, facts, mode, problems, notes }
 }
@@ -179,21 +185,48 @@ fn mode_for(request: Option<&OsStr>, me: i32, cg: &CgroupFacts, problems: &mut V
 /// namespace, and blind mode (a foreign or missing /proc, not PID 1), which guardian refuses
 /// without a leaf cgroup. Returns the mode, `None` when guardian would refuse to start.
 fn startup_checks(
-    me: i32,
-    own_proc: bool,
-    mode: Option<&'static str>,
+    f: &Facts,
+    mut mode: Option<&'static str>,
     problems: &mut Vec<Problem>,
     notes: &mut Vec<String>,
 ) -> Option<&'static str> {
-    if me != 1 && rustix::process::getppid().is_none() {
-        problems.push(Problem::new(
+    const OUTSIDE: &str = "the parent is outside guardian's PID namespace (getppid() is 0, as under docker/podman/kubectl exec or nsenter -p)";
+    const FIX: &str = "start guardian from a process inside its PID namespace, or run it as the namespace's PID 1";
+    match &f.watch {
+        ParentWatch::Pid1 | ParentWatch::Pidfd => {}
+        // Without pidfd_open at all, the pidfd_open problem says so already.
+        ParentWatch::Poll if !f.child.pidfd_open.holds() => {}
+        ParentWatch::Poll => problems.push(Problem::new(
             "parent-watch",
-            "the parent is outside guardian's PID namespace (getppid() is 0, as under docker/podman/kubectl exec or nsenter -p): \
-             parent death is watched with PR_SET_PDEATHSIG(SIGRTMAX) instead of a pidfd (a `fallback` event says so); it fires \
-             when the parent *thread* that started guardian exits, and a SIGRTMAX sent from outside the namespace counts as parent death",
-            "start guardian from a process inside its PID namespace, or run it as the namespace's PID 1",
-        ));
+            format!(
+                "a pidfd on the parent cannot be opened ({}): parent death is noticed by checking getppid() every 250 ms (a `fallback` event says so)",
+                f.parent_watch.detail
+            ),
+            "allow pidfd_open on the parent (a seccomp or LSM policy refuses it)",
+        )),
+        ParentWatch::Deathsig(sig) => problems.push(Problem::new(
+            "parent-watch",
+            format!(
+                "{OUTSIDE}: parent death is watched with PR_SET_PDEATHSIG({sig}) instead of a pidfd (a `fallback` event says so); it fires \
+                 when the parent *thread* that started guardian exits, and a {sig} sent from outside the namespace counts as parent death"
+            ),
+            FIX,
+        )),
+        ParentWatch::Unwatched => problems.push(Problem::new(
+            "parent-watch",
+            format!("{OUTSIDE} and every real-time signal is ignored, so none is free for PR_SET_PDEATHSIG: parent death is not noticed (a `fallback` event says so)"),
+            format!("{FIX}, or leave a real-time signal at its default disposition"),
+        )),
+        ParentWatch::Refused => {
+            problems.push(Problem::new(
+                "parent-watch",
+                format!("{OUTSIDE} and PR_SET_PDEATHSIG is refused ({}): guardian would refuse to start (exit 125)", f.parent_watch.detail),
+                format!("{FIX}, or pass --no-parent-watch"),
+            ));
+            mode = None;
+        }
     }
+    let (me, own_proc) = (f.me, f.proc.own_namespace);
     if own_proc || me == 1 {
         return mode;
     }
@@ -212,25 +245,18 @@ fn startup_checks(
     None
 }
 
+/// The `/proc` mount (its `children` files are probed on the probe child).
 struct ProcFacts {
     own_namespace: bool,
     hidepid: Option<String>,
     subset: Option<String>,
-    children_file: Probe,
 }
 
-fn proc_facts(mounts: &[Mount], me: i32) -> ProcFacts {
+fn proc_facts(mounts: &[Mount]) -> ProcFacts {
     let own_namespace = Proc::open().ok().is_some_and(|mut p| p.is_own_namespace());
     let proc_mount = mounts.iter().rev().find(|m| m.mount_point == Path::new("/proc") && m.fstype == "proc");
     let opt = |key: &str| proc_mount.and_then(|m| m.option(key)).map(String::from);
-    // doctor is single-threaded: its main thread's tid is its pid.
-    let children = PathBuf::from(format!("/proc/self/task/{me}/children"));
-    let children_file = if children.exists() {
-        Probe::pass(format!("{} exists", children.display()))
-    } else {
-        Probe::fell_short(format!("{} is missing (kernel without CONFIG_PROC_CHILDREN)", children.display()))
-    };
-    ProcFacts { own_namespace, hidepid: opt("hidepid"), subset: opt("subset"), children_file }
+    ProcFacts { own_namespace, hidepid: opt("hidepid"), subset: opt("subset") }
 }
 
 struct CgroupFacts {
@@ -248,8 +274,11 @@ struct CgroupFacts {
     clone_into_cgroup: Probe,
     /// The mount has `nsdelegate` (cgroup namespaces are delegation boundaries).
     nsdelegate: Option<bool>,
-    /// guardian may start the provider in a cgroup namespace rooted at its leaf.
+    /// guardian may start the provider in a cgroup namespace rooted at its leaf: the leaf
+    /// probe's answer, else whether guardian has CAP_SYS_ADMIN.
     namespace: bool,
+    /// The probe child started in its own cgroup namespace (`untested` without a leaf).
+    namespace_probe: Probe,
 }
 
 fn read_trimmed(path: &Path) -> io::Result<String> {
@@ -269,6 +298,7 @@ fn cgroup_facts(request: Option<&OsStr>, me: i32) -> CgroupFacts {
         clone_into_cgroup: untested(),
         nsdelegate: None,
         namespace: crate::cgroup::may_create_namespace(),
+        namespace_probe: untested(),
     };
     let h = match Hierarchy::find() {
         Ok(h) => h,
@@ -307,6 +337,10 @@ fn cgroup_facts(request: Option<&OsStr>, me: i32) -> CgroupFacts {
         let leaf = probes::probe_leaf(&parent, &h, me);
         facts.kill_file = leaf.kill_file;
         facts.clone_into_cgroup = leaf.clone_into_cgroup;
+        if leaf.namespace.ok.is_some() {
+            facts.namespace = leaf.namespace.holds();
+        }
+        facts.namespace_probe = leaf.namespace;
         if let Err(why) = leaf.created {
             // guardian would fail the same way when it creates its leaf there.
             let probe = Probe::fell_short(why);
@@ -326,12 +360,13 @@ fn cgroup_facts(request: Option<&OsStr>, me: i32) -> CgroupFacts {
     facts
 }
 
-/// `/proc`'s mount options.
-fn judge_proc(procf: &ProcFacts, is_root: bool, problems: &mut Vec<Problem>, notes: &mut Vec<String>) {
+/// `/proc`: its mount options, the `children` files, and how a pidfd's pid is confirmed.
+fn judge_proc(f: &Facts, problems: &mut Vec<Problem>, notes: &mut Vec<String>) {
+    let (procf, child) = (&f.proc, &f.child);
     if let Some(h) = &procf.hidepid
         && h != "0"
         && h != "off"
-        && !is_root
+        && f.euid != 0
     {
         problems.push(Problem::new(
             "hidepid",
@@ -344,8 +379,33 @@ fn judge_proc(procf: &ProcFacts, is_root: bool, problems: &mut Vec<Problem>, not
     if procf.subset.as_deref() == Some("pid") {
         notes.push("/proc is mounted with subset=pid".into());
     }
-    if !procf.children_file.holds() {
-        notes.push(format!("{}; guardian does not need it (it scans /proc/PID/stat)", procf.children_file.detail));
+    // Only where guardian scans /proc (its own namespace's, not as PID 1).
+    if !procf.own_namespace || f.me == 1 {
+        return;
+    }
+    if !child.children_file.holds() {
+        notes.push(format!(
+            "the children files cannot be walked ({}); each round lists all of /proc instead: the same descendants are found, at a cost that grows with every process on the machine",
+            child.children_file.detail
+        ));
+    }
+    // guardian confirms a pidfd's pid only where it opens pidfds on descendants.
+    if child.pidfd_open.holds() && child.pidfd_get_info.ok == Some(false) {
+        if child.pidfd_fdinfo.holds() {
+            notes.push(format!(
+                "PIDFD_GET_INFO is unavailable ({}; Linux 6.13+); guardian reads a pidfd's pid from /proc/self/fdinfo instead, which confirms the same identity",
+                child.pidfd_get_info.detail
+            ));
+        } else {
+            problems.push(Problem::new(
+                "pidfd-identity",
+                format!(
+                    "neither PIDFD_GET_INFO ({}) nor the pidfd's fdinfo ({}) says which process a pidfd names: descendants are signalled only once they are guardian's unreaped direct children (the tree is peeled from the top)",
+                    child.pidfd_get_info.detail, child.pidfd_fdinfo.detail
+                ),
+                "use Linux 6.13 or later for PIDFD_GET_INFO, or let guardian read /proc/self/fdinfo",
+            ));
+        }
     }
 }
 
@@ -375,11 +435,19 @@ fn judge_cgroup(
             ));
         }
         let nsdelegate = cg.nsdelegate == Some(true);
+        // Why there is no namespace: the leaf probe's answer when it ran.
+        let no_namespace = match cg.namespace_probe.ok {
+            Some(false) => {
+                format!("guardian cannot start the provider in a cgroup namespace ({})", cg.namespace_probe.detail)
+            }
+            _ => "guardian lacks CAP_SYS_ADMIN to start the provider in a cgroup namespace".into(),
+        };
+        let escape = "a descendant of this uid can move itself out of the leaf (into a cgroup.procs it may write) and escape the leaf's kill";
         notes.push(match (nsdelegate, cg.namespace) {
             (true, true) => "the provider starts in a cgroup namespace rooted at its leaf and the cgroup2 mount has nsdelegate: the kernel refuses its tree any move out of the leaf".into(),
-            (true, false) => "the cgroup2 mount has nsdelegate, but guardian lacks CAP_SYS_ADMIN to start the provider in a cgroup namespace: a descendant of this uid can move itself out of the leaf (into a cgroup.procs it may write) and escape the leaf's kill".into(),
-            (false, true) => "the provider starts in a cgroup namespace rooted at its leaf, but the cgroup2 mount lacks nsdelegate, so the namespace is no boundary: a descendant of this uid can move itself out of the leaf (into a cgroup.procs it may write) and escape the leaf's kill".into(),
-            (false, false) => "the cgroup2 mount lacks nsdelegate (and guardian lacks CAP_SYS_ADMIN for a cgroup namespace): a descendant of this uid can move itself out of the leaf (into a cgroup.procs it may write) and escape the leaf's kill".into(),
+            (true, false) => format!("the cgroup2 mount has nsdelegate, but {no_namespace}: {escape}"),
+            (false, true) => format!("the provider starts in a cgroup namespace rooted at its leaf, but the cgroup2 mount lacks nsdelegate, so the namespace is no boundary: {escape}"),
+            (false, false) => format!("the cgroup2 mount lacks nsdelegate (and {no_namespace}): {escape}"),
         });
     } else if request.is_none() {
         if cg.own_usable.holds() {

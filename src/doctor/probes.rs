@@ -5,7 +5,7 @@
 
 use std::fs;
 use std::io;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::Path;
 use std::time::Duration;
 
@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 
 use crate::cgroup::mount::parse_proc_cgroup;
 use crate::cgroup::{Hierarchy, Parent};
+use crate::proctree::Proc;
 use crate::sys;
 
 /// Outcome of one probe: `ok` is `None` when it could not be tried.
@@ -81,10 +82,20 @@ pub(super) struct ChildProbes {
     pub pidfd_open: Probe,
     pub pidfd_send_signal: Probe,
     pub waitid_pidfd: Probe,
+    /// `PIDFD_GET_INFO` (Linux 6.13) named the child: how guardian confirms which process a
+    /// pidfd refers to.
+    pub pidfd_get_info: Probe,
+    /// Its fallback, `Pid:` in `/proc/self/fdinfo/FD`, through the code guardian runs
+    /// (tried only when `PIDFD_GET_INFO` fails: otherwise guardian never reads it).
+    pub pidfd_fdinfo: Probe,
+    /// The `children` files (CONFIG_PROC_CHILDREN) listed the child, as guardian's walk
+    /// reads them; else rounds list all of `/proc`.
+    pub children_file: Probe,
 }
 
-/// Starts a parked child (clone3 with CLONE_PIDFD, else fork), probes pidfd_open,
-/// pidfd_send_signal (signal 0) and waitid(P_PIDFD) on it, and always kills and reaps it.
+/// Starts a parked child (clone3 with CLONE_PIDFD, else fork); probes pidfd_open,
+/// pidfd_send_signal (signal 0), the pidfd's identity check (`PIDFD_GET_INFO`, else fdinfo),
+/// the `children`-file walk and waitid(P_PIDFD) on it; always kills and reaps it.
 pub(super) fn probe_child() -> ChildProbes {
     let (clone3_pidfd, forked) = match sys::clone3(None) {
         Ok(sys::Forked::Child) => sys::park_child(),
@@ -109,7 +120,10 @@ pub(super) fn probe_child() -> ChildProbes {
                 clone3_pidfd,
                 pidfd_open: Probe::untested(p.detail.clone()),
                 pidfd_send_signal: Probe::untested(p.detail.clone()),
-                waitid_pidfd: Probe::untested(p.detail),
+                waitid_pidfd: Probe::untested(p.detail.clone()),
+                pidfd_get_info: Probe::untested(p.detail.clone()),
+                pidfd_fdinfo: Probe::untested(p.detail),
+                children_file: children_file(None),
             };
         }
     };
@@ -125,6 +139,11 @@ pub(super) fn probe_child() -> ChildProbes {
         },
         None => Probe::untested("no pidfd to signal through"),
     };
+    let (pidfd_get_info, pidfd_fdinfo) = match &pidfd {
+        Some(fd) => pidfd_identity(fd, pid),
+        None => (Probe::untested("no pidfd to ask"), Probe::untested("no pidfd to ask")),
+    };
+    let children_file = children_file(Some(pid));
     // Stop the child: through the pidfd if that works, else kill() on the unreaped child.
     let killed = pidfd.as_ref().is_some_and(|fd| sys::pidfd_send_signal(fd.as_fd(), libc::SIGKILL, 0).is_ok());
     if !killed {
@@ -147,7 +166,71 @@ pub(super) fn probe_child() -> ChildProbes {
             Probe::untested("no pidfd to wait on")
         }
     };
-    ChildProbes { clone3_pidfd, pidfd_open, pidfd_send_signal, waitid_pidfd }
+    ChildProbes {
+        clone3_pidfd,
+        pidfd_open,
+        pidfd_send_signal,
+        waitid_pidfd,
+        pidfd_get_info,
+        pidfd_fdinfo,
+        children_file,
+    }
+}
+
+/// Which pid `fd` (a pidfd on the live child `pid`) names: `PIDFD_GET_INFO`, and when that
+/// fails, guardian's fallback (`Proc::pidfd_pid`, which then reads the fdinfo).
+fn pidfd_identity(fd: &OwnedFd, pid: i32) -> (Probe, Probe) {
+    let get_info = match sys::pidfd_get_pid(fd.as_fd()) {
+        Ok(p) if p == pid => Probe::pass(format!("ioctl(PIDFD_GET_INFO) named the probe child ({pid})")),
+        Ok(p) => Probe::fell_short(format!("ioctl(PIDFD_GET_INFO) named {p}, not the probe child {pid}")),
+        Err(e) => Probe::call_failed(&e, "ioctl(PIDFD_GET_INFO)"),
+    };
+    if get_info.holds() {
+        return (get_info, Probe::untested("not needed: PIDFD_GET_INFO answers"));
+    }
+    let fdinfo = format!("/proc/self/fdinfo/{}", fd.as_raw_fd());
+    let mut proc = match Proc::open() {
+        Ok(proc) => proc,
+        Err(e) => return (get_info, Probe::call_failed(&e, "open /proc")),
+    };
+    if !proc.is_own_namespace() {
+        return (get_info, Probe::untested("/proc belongs to another PID namespace"));
+    }
+    let fallback = match proc.pidfd_pid(fd) {
+        Some(p) if p == pid => Probe::pass(format!("Pid: in {fdinfo} named the probe child ({pid})")),
+        Some(p) => Probe::fell_short(format!("Pid: in {fdinfo} named {p}, not the probe child {pid}")),
+        None => Probe::fell_short(format!("{fdinfo} has no Pid: line naming the probe child {pid}")),
+    };
+    (get_info, fallback)
+}
+
+/// Whether guardian's walk of the `children` files finds `child` (a live child of doctor), or
+/// without one, whether the files exist. `GUARDIAN_TEST_FULL_SCAN` (test-hooks builds) makes
+/// guardian list all of `/proc` anyway, so it fails this probe too.
+fn children_file(child: Option<i32>) -> Probe {
+    let me = std::process::id() as i32;
+    // doctor is single-threaded: its main thread's tid is its pid.
+    let path = format!("/proc/{me}/task/{me}/children");
+    if crate::test_hooks::forced_full_scan() {
+        return Probe::fell_short(format!("GUARDIAN_TEST_FULL_SCAN is set (test-hooks build): {path} is not used"));
+    }
+    let mut proc = match Proc::open() {
+        Ok(proc) => proc,
+        Err(e) => return Probe::call_failed(&e, "open /proc"),
+    };
+    if !proc.is_own_namespace() {
+        return Probe::untested("/proc belongs to another PID namespace");
+    }
+    if !proc.has_children_files() {
+        return Probe::fell_short(format!("{path} is missing (kernel without CONFIG_PROC_CHILDREN)"));
+    }
+    match child {
+        None => Probe::pass(format!("{path} exists")),
+        Some(pid) if proc.walk(me).iter().any(|s| s.pid == pid) => {
+            Probe::pass(format!("walking {path} found the probe child ({pid})"))
+        }
+        Some(pid) => Probe::fell_short(format!("walking {path} did not find the probe child ({pid})")),
+    }
 }
 
 /// `waitid(P_PIDFD, fd, WEXITED)`: whether it reported the child killed by SIGKILL.
@@ -163,16 +246,19 @@ fn wait_pidfd(fd: BorrowedFd<'_>) -> io::Result<bool> {
     }
 }
 
-/// What a temporary leaf showed: whether it could be created, and the `cgroup.kill` and
-/// `CLONE_INTO_CGROUP` probes.
+/// What a temporary leaf showed: whether it could be created, and the `cgroup.kill`,
+/// `CLONE_INTO_CGROUP` and cgroup namespace probes.
 pub(super) struct LeafProbes {
     pub created: Result<(), String>,
     pub kill_file: Probe,
     pub clone_into_cgroup: Probe,
+    /// The child started in a cgroup namespace of its own, as guardian starts the provider.
+    pub namespace: Probe,
 }
 
 /// Creates a temporary leaf below `parent`, starts a parked child in it with
-/// clone3(CLONE_INTO_CGROUP), checks from /proc that it landed there, kills it with
+/// clone3(CLONE_INTO_CGROUP) (and `CLONE_NEWCGROUP` where guardian would use it: the same
+/// `spawn::clone3_into_leaf`), checks from /proc where it landed, kills it with
 /// `cgroup::leaf::kill` (guardian's own kill), reaps it and removes the leaf.
 pub(super) fn probe_leaf(parent: &Parent, h: &Hierarchy, me: i32) -> LeafProbes {
     let name = format!("guardian-doctor-{me}");
@@ -183,41 +269,44 @@ pub(super) fn probe_leaf(parent: &Parent, h: &Hierarchy, me: i32) -> LeafProbes 
         return LeafProbes {
             created: Err(p.detail.clone()),
             kill_file: Probe::untested(p.detail.clone()),
+            namespace: Probe::untested(p.detail.clone()),
             clone_into_cgroup: p,
         };
     }
-    let (kill_file, clone_into_cgroup) = probe_in_leaf(&leaf, &rel, h);
+    let (kill_file, clone_into_cgroup, namespace) = probe_in_leaf(&leaf, &rel, h);
     // The reaped child may take a moment to leave the leaf.
     let _ = crate::cgroup::leaf::wait_empty(&leaf, Duration::from_secs(2));
     if let Err(e) = crate::cgroup::leaf::remove_tree(&leaf) {
         crate::warn!("could not remove the probe cgroup {}: {e}", leaf.display());
     }
-    LeafProbes { created: Ok(()), kill_file, clone_into_cgroup }
+    LeafProbes { created: Ok(()), kill_file, clone_into_cgroup, namespace }
 }
 
-/// The (`cgroup.kill`, `CLONE_INTO_CGROUP`) probes inside an existing leaf.
-fn probe_in_leaf(leaf: &Path, rel: &str, h: &Hierarchy) -> (Probe, Probe) {
+/// The (`cgroup.kill`, `CLONE_INTO_CGROUP`, cgroup namespace) probes inside an existing leaf.
+fn probe_in_leaf(leaf: &Path, rel: &str, h: &Hierarchy) -> (Probe, Probe, Probe) {
     let kill_path = leaf.join("cgroup.kill");
     let dir = match fs::File::open(leaf) {
         Ok(d) => d,
         Err(e) => {
             let p = Probe::call_failed(&e, format!("open {}", leaf.display()));
-            return (Probe::untested(p.detail.clone()), p);
+            return (Probe::untested(p.detail.clone()), Probe::untested(p.detail.clone()), p);
         }
     };
-    let (pid, pidfd) = match sys::clone3(Some(dir.as_fd())) {
+    let (pid, pidfd) = match crate::spawn::clone3_into_leaf(Some(dir.as_fd())) {
         Ok(sys::Forked::Child) => sys::park_child(),
         Ok(sys::Forked::Parent { pid, pidfd }) => (pid, pidfd),
         Err(e) => {
             let p = Probe::call_failed(&e, "clone3(CLONE_PIDFD | CLONE_INTO_CGROUP)");
+            let ns = Probe::untested(p.detail.clone());
             let k = if kill_path.exists() {
                 Probe::pass(format!("{} exists (not exercised: no child could be placed)", kill_path.display()))
             } else {
                 Probe::fell_short(format!("{} is missing (Linux before 5.14)", kill_path.display()))
             };
-            return (k, p);
+            return (k, p, ns);
         }
     };
+    let namespace = cgroup_namespace(pid);
     let expected = h.relative(leaf);
     let landed =
         fs::read_to_string(format!("/proc/{pid}/cgroup")).ok().and_then(|t| parse_proc_cgroup(&t).map(String::from));
@@ -254,5 +343,68 @@ fn probe_in_leaf(leaf: &Path, rel: &str, h: &Hierarchy) -> (Probe, Probe) {
         }
         (false, _) => kill_probe,
     };
-    (kill_probe, clone_probe)
+    (kill_probe, clone_probe, namespace)
+}
+
+/// Whether the live child `pid` has a cgroup namespace other than doctor's.
+fn cgroup_namespace(pid: i32) -> Probe {
+    let link = |p: &str| fs::read_link(p).map_err(|e| Probe::call_failed(&e, format!("readlink {p}")));
+    let theirs = format!("/proc/{pid}/ns/cgroup");
+    match (link("/proc/self/ns/cgroup"), link(&theirs)) {
+        (Ok(a), Ok(b)) if a != b => Probe::pass("the probe child started in a cgroup namespace rooted at its leaf"),
+        (Ok(_), Ok(_)) if !crate::cgroup::may_create_namespace() => {
+            Probe::fell_short("no CAP_SYS_ADMIN: the provider would share guardian's cgroup namespace")
+        }
+        (Ok(_), Ok(_)) => Probe::fell_short(
+            "clone3(CLONE_NEWCGROUP) was refused: the provider would share guardian's cgroup namespace",
+        ),
+        (Err(p), _) | (_, Err(p)) => p,
+    }
+}
+
+/// How guardian would watch its parent (start-up step 5).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum ParentWatch {
+    /// PID 1 of its namespace: there is no parent to watch.
+    Pid1,
+    /// A pidfd on the parent.
+    Pidfd,
+    /// `pidfd_open` on the parent failed: `getppid()` every 250 ms.
+    Poll,
+    /// The parent is outside guardian's PID namespace: `PR_SET_PDEATHSIG` with this signal.
+    Deathsig(String),
+    /// Outside, and every real-time signal is ignored: parent death is not noticed.
+    Unwatched,
+    /// Outside, and `PR_SET_PDEATHSIG` failed: guardian would refuse to start.
+    Refused,
+}
+
+/// Tries guardian's parent watch for real: `pidfd_open` on the parent, or where the parent is
+/// outside the PID namespace, `PR_SET_PDEATHSIG` with the signal guardian would pick (set,
+/// then cleared at once). The probe holds when the preferred path, a pidfd, works.
+pub(super) fn parent_watch(me: i32) -> (ParentWatch, Probe) {
+    if me == 1 {
+        return (ParentWatch::Pid1, Probe::untested("PID 1 of its namespace: no parent to watch"));
+    }
+    if let Some(ppid) = rustix::process::getppid() {
+        let ppid = ppid.as_raw_nonzero().get();
+        return match sys::pidfd_open(ppid) {
+            Ok(_fd) => (ParentWatch::Pidfd, Probe::pass(format!("pidfd_open({ppid}) on the parent"))),
+            Err(e) => (ParentWatch::Poll, Probe::call_failed(&e, format!("pidfd_open({ppid}) on the parent"))),
+        };
+    }
+    let outside = "the parent is outside this PID namespace (getppid() is 0)";
+    let (min, max) = sys::sigrt_range();
+    let Some(sig) = (min..=max).rev().find(|&s| !sys::is_ignored(s)) else {
+        return (ParentWatch::Unwatched, Probe::fell_short(format!("{outside} and every real-time signal is ignored")));
+    };
+    let name = if sig == max { "SIGRTMAX".to_string() } else { crate::signals::name(sig) };
+    match sys::set_pdeathsig(sig) {
+        Ok(()) => {
+            let _ = sys::set_pdeathsig(0);
+            let probe = Probe::fell_short(format!("{outside}: PR_SET_PDEATHSIG({name}) took effect (and was cleared)"));
+            (ParentWatch::Deathsig(name), probe)
+        }
+        Err(e) => (ParentWatch::Refused, Probe::call_failed(&e, format!("{outside}: prctl(PR_SET_PDEATHSIG, {name})"))),
+    }
 }

@@ -40,7 +40,11 @@ impl Report<'_> {
             ("clone_into_cgroup", &f.cgroup.clone_into_cgroup),
             ("cgroup_kill", &f.cgroup.kill_file),
             ("cgroup_delegated", &f.cgroup.own_usable),
-            ("proc_children_file", &f.proc.children_file),
+            ("proc_children_file", &f.child.children_file),
+            ("pidfd_get_info", &f.child.pidfd_get_info),
+            ("pidfd_fdinfo", &f.child.pidfd_fdinfo),
+            ("parent_watch", &f.parent_watch),
+            ("cgroup_namespace", &f.cgroup.namespace_probe),
         ]
     }
 
@@ -75,7 +79,7 @@ impl Report<'_> {
                 "own_namespace": procf.own_namespace,
                 "hidepid": procf.hidepid,
                 "subset": procf.subset,
-                "children_file": procf.children_file.holds(),
+                "children_file": f.child.children_file.holds(),
             },
             "degraded": self.problems.iter().map(|p| json!({"what": p.what, "problem": p.problem, "fix": p.fix})).collect::<Vec<_>>(),
             "notes": self.notes,
@@ -100,6 +104,9 @@ impl Report<'_> {
             ("pidfd_open", &f.child.pidfd_open),
             ("pidfd_send_signal", &f.child.pidfd_send_signal),
             ("waitid P_PIDFD", &f.child.waitid_pidfd),
+            ("PIDFD_GET_INFO", &f.child.pidfd_get_info),
+            ("pidfd fdinfo", &f.child.pidfd_fdinfo),
+            ("parent watch", &f.parent_watch),
         ] {
             line(format!("{name:<19} {} {}", mark(p), p.detail));
         }
@@ -121,7 +128,11 @@ impl Report<'_> {
                 Some(false) => "no",
                 None => "unknown",
             },
-            if cg.namespace { "yes (CAP_SYS_ADMIN)" } else { "no (needs CAP_SYS_ADMIN)" }
+            match (cg.namespace, cg.namespace_probe.ok) {
+                (true, _) => "yes (CAP_SYS_ADMIN)",
+                (false, Some(false)) => "no (see cgroup namespace)",
+                (false, _) => "no (needs CAP_SYS_ADMIN)",
+            }
         ));
         line(format!(
             "controllers         {}",
@@ -132,12 +143,13 @@ impl Report<'_> {
         ));
         line(format!("CLONE_INTO_CGROUP   {} {}", mark(&cg.clone_into_cgroup), cg.clone_into_cgroup.detail));
         line(format!("cgroup.kill         {} {}", mark(&cg.kill_file), cg.kill_file.detail));
+        line(format!("cgroup namespace    {} {}", mark(&cg.namespace_probe), cg.namespace_probe.detail));
         line(format!(
             "/proc               {}, hidepid={}",
             if procf.own_namespace { "this PID namespace's" } else { "missing or another namespace's" },
             procf.hidepid.as_deref().unwrap_or("off")
         ));
-        line(format!("children file       {} {}", mark(&procf.children_file), procf.children_file.detail));
+        line(format!("children file       {} {}", mark(&f.child.children_file), f.child.children_file.detail));
         let req = self.request.map(|r| r.to_string_lossy().into_owned()).unwrap_or_else(|| "not given".into());
         line(format!("mode                {} (--cgroup {req})", self.mode.unwrap_or("none: guardian would not start")));
         for n in &self.notes {

@@ -320,5 +320,9 @@ fn doctor_reports_the_deathsig_parent_watch() {
     let degraded = r["degraded"].as_array().cloned().unwrap_or_default();
     let watch = degraded.iter().find(|p| p["what"] == "parent-watch").unwrap_or_else(|| panic!("{r:#}"));
     assert!(watch["problem"].as_str().is_some_and(|p| p.contains("PR_SET_PDEATHSIG")), "{watch}");
+    // Probed for real: the prctl was set (and cleared); the pidfd path is what failed.
+    let check = &r["checks"]["parent_watch"];
+    assert_eq!(check["ok"], serde_json::Value::Bool(false), "{r:#}");
+    assert!(check["detail"].as_str().is_some_and(|d| d.contains("PR_SET_PDEATHSIG(SIGRTMAX) took effect")), "{check}");
     assert_eq!(out.status.code(), Some(1), "degraded means exit 1: {r:#}");
 }
