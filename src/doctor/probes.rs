@@ -1,7 +1,9 @@
-//! The probes: each interface guardian relies on, exercised for real. A parked probe child
-//! (clone3 with `CLONE_PIDFD`, else fork) for the pidfd calls and `waitid`; a temporary leaf
-//! cgroup for `CLONE_INTO_CGROUP` and `cgroup.kill`. Every probe child is killed and reaped,
-//! every leaf removed, before a probe returns.
+//! The probes: each interface guardian relies on, and each fallback it can take, exercised
+//! for real. A parked probe child (clone3 with `CLONE_PIDFD`, else fork) for the pidfd calls,
+//! the pidfd's identity (`PIDFD_GET_INFO`, else fdinfo), the `children`-file walk and
+//! `waitid`; a temporary leaf cgroup for `CLONE_INTO_CGROUP`, the cgroup namespace and
+//! `cgroup.kill`; the parent watch on doctor's real parent. Every probe child is killed and
+//! reaped, every leaf removed, before a probe returns.
 
 use std::fs;
 use std::io;
