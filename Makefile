@@ -30,7 +30,8 @@ release:
 HOOK_TESTS = namespaces::reused_pid_is_never_signalled \
 	behaviour::fork_storm_converges_listing_all_of_proc \
 	behaviour::pid_hopper_converges_listing_all_of_proc \
-	signals_all::a_fault_inside_guardian_still_ends_it
+	signals_all::a_fault_inside_guardian_still_ends_it \
+	doctor::a_full_proc_listing_is_reported_as_a_note
 SKIP_LOG = target/test-skips.log
 
 test:

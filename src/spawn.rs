@@ -114,7 +114,7 @@ pub fn spawn(cfg: &SpawnConfig<'_>, events: &mut Events) -> Result<Spawned, Spaw
 /// clone3, into the leaf if there is one; where guardian may (CAP_SYS_ADMIN), in a new cgroup
 /// namespace rooted at the leaf, so that on a cgroup2 mount with `nsdelegate` the kernel
 /// refuses the tree any move out of it. A refused namespace is retried without (debug log).
-fn clone3_into_leaf(leaf: Option<BorrowedFd<'_>>) -> io::Result<sys::Forked> {
+pub(crate) fn clone3_into_leaf(leaf: Option<BorrowedFd<'_>>) -> io::Result<sys::Forked> {
     if leaf.is_some() && crate::cgroup::may_create_namespace() {
         match sys::clone3_flags(leaf, sys::CLONE_NEWCGROUP) {
             Err(e) if matches!(e.raw_os_error(), Some(libc::EPERM | libc::EINVAL | libc::ENOSPC)) => {

@@ -86,7 +86,158 @@ fn json_report_matches_this_machine() {
     assert_eq!(r["proc"]["own_namespace"], Value::Bool(true));
     let children = Path::new("/proc/self/task").join(std::process::id().to_string()).join("children");
     assert_eq!(r["proc"]["children_file"], Value::Bool(children.exists()));
+    assert_eq!(r["checks"]["proc_children_file"]["ok"], Value::Bool(children.exists()), "{r:#}");
     assert!(r["notes"].is_array());
+
+    // The parent (this test) is in doctor's PID namespace: watched through a pidfd.
+    assert_eq!(r["checks"]["parent_watch"]["ok"], Value::Bool(true), "{r:#}");
+    // How a pidfd's pid is confirmed: PIDFD_GET_INFO (Linux 6.13+), else the fdinfo, which
+    // then must work (a note, not a problem).
+    match r["checks"]["pidfd_get_info"]["ok"].as_bool() {
+        Some(true) => assert!(r["checks"]["pidfd_fdinfo"]["ok"].is_null(), "{r:#}"),
+        Some(false) => {
+            assert_eq!(r["checks"]["pidfd_fdinfo"]["ok"], Value::Bool(true), "{r:#}");
+            assert!(notes_of(&r).iter().any(|n| n.contains("PIDFD_GET_INFO is unavailable")), "{r:#}");
+        }
+        None => panic!("PIDFD_GET_INFO was not tried: {r:#}"),
+    }
+    assert!(!problems_of(&r).contains(&"pidfd-identity".to_string()), "{r:#}");
+}
+
+fn notes_of(r: &Value) -> Vec<String> {
+    r["notes"].as_array().map(|a| a.iter().filter_map(|n| n.as_str().map(String::from)).collect()).unwrap_or_default()
+}
+
+/// The `what` of every problem in the report.
+fn problems_of(r: &Value) -> Vec<String> {
+    r["degraded"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|p| p["what"].as_str().map(String::from)).collect())
+        .unwrap_or_default()
+}
+
+/// `guardian doctor --json` (as uid 65534 when root) with each of `deny` refused by seccomp
+/// (`Builder::deny`), plus `env`: its report; asserts the exit status matches the report and
+/// that nothing doctor started survives it.
+fn doctor_denied(deny: &[Deny], env: &[(&str, &str)]) -> Value {
+    let ctx = Ctx::new("doctor-denied");
+    let tag = nonce();
+    let stdout = ctx.path("doctor.json");
+    let file = fs::File::create(&stdout).expect("create doctor.json");
+    let mut b =
+        ctx.guardian().no_events().args(["doctor", "--json"]).env("GUARDIAN_TEST_NONCE", &tag).stdout(file.into());
+    for &(nr, errno) in deny {
+        b = b.deny(nr, errno);
+    }
+    for (k, v) in env {
+        b = b.env(*k, *v);
+    }
+    let f = b.spawn().finish();
+    assert_eq!(tagged(&tag), Vec::<i32>::new(), "doctor left a probe process running");
+    let text = fs::read_to_string(&stdout).expect("read doctor.json");
+    let r: Value = serde_json::from_str(text.trim())
+        .unwrap_or_else(|e| panic!("doctor --json printed invalid JSON ({e}): {text}; stderr: {}", f.stderr));
+    let degraded = !problems_of(&r).is_empty();
+    assert_eq!(f.code, Some(i32::from(degraded)), "status vs degraded: {r:#}; stderr: {}", f.stderr);
+    r
+}
+
+fn check<'a>(r: &'a Value, name: &str) -> &'a Value {
+    let c = &r["checks"][name];
+    assert!(c.is_object(), "no check {name}: {r:#}");
+    c
+}
+
+fn name_of(errno: i32) -> &'static str {
+    if errno == libc::ENOSYS { "ENOSYS" } else { "EPERM" }
+}
+
+/// Every refused interface shows up as a failed check with its errno, and as the problem or
+/// note its fallback deserves (a problem when a guarantee weakens).
+#[test]
+fn refused_pidfd_open_is_a_problem_and_the_parent_watch_falls_back() {
+    for errno in [libc::ENOSYS, libc::EPERM] {
+        let r = doctor_denied(&[(libc::SYS_pidfd_open, errno)], &[]);
+        let c = check(&r, "pidfd_open");
+        assert_eq!((c["ok"].as_bool(), c["errno"].as_str()), (Some(false), Some(name_of(errno))), "{r:#}");
+        assert!(problems_of(&r).contains(&"pidfd_open".to_string()), "{r:#}");
+        // The parent watch takes the same fallback (getppid() polling), said once.
+        let w = check(&r, "parent_watch");
+        assert_eq!((w["ok"].as_bool(), w["errno"].as_str()), (Some(false), Some(name_of(errno))), "{r:#}");
+        assert!(!problems_of(&r).contains(&"parent-watch".to_string()), "{r:#}");
+        // clone3's pidfd still lets doctor ask which pid it names.
+        assert!(check(&r, "pidfd_get_info")["ok"].is_boolean(), "{r:#}");
+    }
+}
+
+#[test]
+fn refused_pidfd_send_signal_is_a_problem() {
+    let r = doctor_denied(&[(libc::SYS_pidfd_send_signal, libc::EPERM)], &[]);
+    let c = check(&r, "pidfd_send_signal");
+    assert_eq!((c["ok"].as_bool(), c["errno"].as_str()), (Some(false), Some("EPERM")), "{r:#}");
+    assert!(problems_of(&r).contains(&"pidfd_send_signal".to_string()), "{r:#}");
+}
+
+#[test]
+fn refused_clone3_is_a_note_and_the_fork_child_is_probed() {
+    let r = doctor_denied(&[(libc::SYS_clone3, libc::ENOSYS)], &[]);
+    let c = check(&r, "clone3_pidfd");
+    assert_eq!((c["ok"].as_bool(), c["errno"].as_str()), (Some(false), Some("ENOSYS")), "{r:#}");
+    assert!(notes_of(&r).iter().any(|n| n.starts_with("clone3 is refused")), "{r:#}");
+    assert!(!problems_of(&r).iter().any(|p| p.starts_with("clone3")), "{r:#}");
+    // The forked child was probed all the same (pidfd_open on it, the children-file walk).
+    assert_eq!(check(&r, "pidfd_open")["ok"], Value::Bool(true), "{r:#}");
+    let walked = check(&r, "proc_children_file");
+    if walked["ok"] == Value::Bool(true) {
+        assert!(walked["detail"].as_str().is_some_and(|d| d.contains("found the probe child")), "{r:#}");
+    }
+}
+
+#[test]
+fn refused_signalfd_is_a_problem() {
+    let r = doctor_denied(&[(libc::SYS_signalfd4, libc::EPERM)], &[]);
+    let c = check(&r, "signalfd");
+    assert_eq!((c["ok"].as_bool(), c["errno"].as_str()), (Some(false), Some("EPERM")), "{r:#}");
+    assert!(problems_of(&r).contains(&"signalfd".to_string()), "{r:#}");
+}
+
+/// Without `PIDFD_GET_INFO` (an ioctl: seccomp refuses every ioctl here, as a kernel before
+/// 6.13 refuses this one), guardian reads a pidfd's pid from its fdinfo: probed for real, a
+/// note and not a problem.
+#[test]
+fn refused_pidfd_get_info_falls_back_to_fdinfo_as_a_note() {
+    let r = doctor_denied(&[(libc::SYS_ioctl, libc::EPERM)], &[]);
+    let c = check(&r, "pidfd_get_info");
+    assert_eq!((c["ok"].as_bool(), c["errno"].as_str()), (Some(false), Some("EPERM")), "{r:#}");
+    let f = check(&r, "pidfd_fdinfo");
+    assert_eq!(f["ok"], Value::Bool(true), "{r:#}");
+    assert!(f["detail"].as_str().is_some_and(|d| d.contains("/proc/self/fdinfo/")), "{r:#}");
+    assert!(notes_of(&r).iter().any(|n| n.contains("PIDFD_GET_INFO is unavailable") && n.contains("fdinfo")), "{r:#}");
+    assert!(!problems_of(&r).contains(&"pidfd-identity".to_string()), "{r:#}");
+}
+
+/// Without pidfds at all there is nothing to ask `PIDFD_GET_INFO` about: not tried, and no
+/// identity problem on top of the pidfd_open one.
+#[test]
+fn without_pidfds_the_identity_check_is_untested() {
+    let r = doctor_denied(&[(libc::SYS_pidfd_open, libc::ENOSYS), (libc::SYS_clone3, libc::ENOSYS)], &[]);
+    assert!(check(&r, "pidfd_get_info")["ok"].is_null(), "{r:#}");
+    assert!(check(&r, "pidfd_fdinfo")["ok"].is_null(), "{r:#}");
+    assert!(problems_of(&r).contains(&"pidfd_open".to_string()), "{r:#}");
+    assert!(!problems_of(&r).contains(&"pidfd-identity".to_string()), "{r:#}");
+}
+
+/// Where guardian would list all of /proc instead of walking the children files (a kernel
+/// without CONFIG_PROC_CHILDREN; here forced by the test hook guardian's rounds obey), doctor
+/// says so in a note: the same descendants are found, so no guarantee weakens.
+#[test]
+fn a_full_proc_listing_is_reported_as_a_note() {
+    need_hooks!();
+    let r = doctor_denied(&[], &[("GUARDIAN_TEST_FULL_SCAN", "1")]);
+    assert_eq!(check(&r, "proc_children_file")["ok"], Value::Bool(false), "{r:#}");
+    assert_eq!(r["proc"]["children_file"], Value::Bool(false), "{r:#}");
+    assert!(notes_of(&r).iter().any(|n| n.contains("each round lists all of /proc instead")), "{r:#}");
+    assert!(!problems_of(&r).iter().any(|p| p.contains("children")), "{r:#}");
 }
 
 #[test]
@@ -131,6 +282,11 @@ fn cgroup_auto_probes_a_leaf_and_removes_it() {
     let own_dir = PathBuf::from(r["cgroup"]["own_dir"].as_str().expect("own_dir"));
     let pid = r["pid"].as_i64().expect("pid");
     assert!(!own_dir.join(format!("guardian-doctor-{pid}")).exists(), "doctor left its probe leaf behind");
+    // The probe child started as guardian starts the provider: in a cgroup namespace of its
+    // own exactly when doctor (as this test) has CAP_SYS_ADMIN.
+    let ns = &r["checks"]["cgroup_namespace"];
+    assert_eq!(ns["ok"].as_bool(), Some(cap_sys_admin()), "{r:#}");
+    assert_eq!(r["cgroup"]["namespace"].as_bool(), Some(cap_sys_admin()), "{r:#}");
     // Same answer when the setting comes from the environment, as for guardian itself.
     let out = run_tagged(Command::new(BIN).args(["doctor", "--json"]).env("GUARDIAN_CGROUP", "auto"));
     assert_eq!(json_of(&out)["mode"].as_str(), Some("cgroup"));
@@ -176,4 +332,14 @@ fn usage_errors_exit_125() {
     let out = doctor(&["--bogus"]);
     assert_eq!(out.status.code(), Some(125));
     assert!(String::from_utf8_lossy(&out.stderr).starts_with("guardian: "));
+}
+
+/// CAP_SYS_ADMIN in this process's effective set (doctor inherits it).
+fn cap_sys_admin() -> bool {
+    fs::read_to_string("/proc/self/status").is_ok_and(|t| {
+        t.lines()
+            .find_map(|l| l.strip_prefix("CapEff:"))
+            .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+            .is_some_and(|c| c & (1 << 21) != 0)
+    })
 }

@@ -320,5 +320,39 @@ fn doctor_reports_the_deathsig_parent_watch() {
     let degraded = r["degraded"].as_array().cloned().unwrap_or_default();
     let watch = degraded.iter().find(|p| p["what"] == "parent-watch").unwrap_or_else(|| panic!("{r:#}"));
     assert!(watch["problem"].as_str().is_some_and(|p| p.contains("PR_SET_PDEATHSIG")), "{watch}");
+    // Probed for real: the prctl was set (and cleared); the pidfd path is what failed.
+    let check = &r["checks"]["parent_watch"];
+    assert_eq!(check["ok"], serde_json::Value::Bool(false), "{r:#}");
+    assert!(check["detail"].as_str().is_some_and(|d| d.contains("PR_SET_PDEATHSIG(SIGRTMAX) took effect")), "{check}");
+    assert_eq!(out.status.code(), Some(1), "degraded means exit 1: {r:#}");
+}
+
+/// As above, with every real-time signal ignored when doctor starts (dispositions survive
+/// exec): no signal is free for PR_SET_PDEATHSIG, so guardian would not notice parent death.
+/// doctor says so as a problem, not as the PR_SET_PDEATHSIG fallback.
+#[test]
+fn doctor_reports_an_unwatched_parent_when_every_realtime_signal_is_ignored() {
+    need_pid_namespace!();
+    let holder = Ctx::new("pdeath-doctor-ignored");
+    let (mut unshare, init) = namespace_holder(&holder);
+    let bin = guardian_bin().display().to_string();
+    let init_s = init.to_string();
+    let rt: Vec<String> = (libc::SIGRTMIN()..=libc::SIGRTMAX()).map(|s| s.to_string()).collect();
+    let script = format!("trap '' {}; exec \"$0\" doctor --json", rt.join(" "));
+    let mut args = vec!["-t", init_s.as_str(), "-p", "-m", "--"];
+    args.extend(SETPRIV_OWN_UID);
+    args.extend(["sh", "-c", script.as_str(), bin.as_str()]);
+    let out = Command::new("nsenter").args(&args).stdin(Stdio::null()).output().expect("run doctor");
+    let _ = unshare.kill();
+    let _ = unshare.wait();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let r: serde_json::Value =
+        serde_json::from_str(text.trim()).unwrap_or_else(|e| panic!("doctor --json ({e}): {text}"));
+    let check = &r["checks"]["parent_watch"];
+    assert_eq!(check["ok"], serde_json::Value::Bool(false), "{r:#}");
+    assert!(check["detail"].as_str().is_some_and(|d| d.contains("every real-time signal is ignored")), "{check}");
+    let degraded = r["degraded"].as_array().cloned().unwrap_or_default();
+    let watch = degraded.iter().find(|p| p["what"] == "parent-watch").unwrap_or_else(|| panic!("{r:#}"));
+    assert!(watch["problem"].as_str().is_some_and(|p| p.contains("parent death is not noticed")), "{watch}");
     assert_eq!(out.status.code(), Some(1), "degraded means exit 1: {r:#}");
 }
