@@ -313,8 +313,11 @@ impl Tree {
             r.reason
         );
         // As PID 1, the scan covers the namespace, as `kill(-1)` does.
-        let target = if self.discovery == Discovery::Broadcast { "namespace" } else { "descendants" };
-        let target = if leaf_path.is_some() { "cgroup" } else { target };
+        let target = match leaf_path {
+            Some(_) => "cgroup",
+            None if self.discovery == Discovery::Broadcast => "namespace",
+            None => "descendants",
+        };
         let pids = Some(sent.to_vec());
         events.emit(Event::Signal(Signal {
             signal: sig,
