@@ -118,19 +118,11 @@ impl Events {
     }
 
     /// Appends one event line and tries to write it.
-    pub fn emit(&mut self, event: &str, fields: Value) {
+    pub fn emit(&mut self, event: Event) {
         if self.out.is_none() {
             return;
         }
-        let mut obj = Map::new();
-        obj.insert("event".into(), Value::from(event));
-        let ts = sys::monotonic();
-        obj.insert("ts".into(), Value::from((ts.as_micros() as f64) / 1e6));
-        if let Value::Object(extra) = fields {
-            obj.extend(extra);
-        }
-        let mut line = Value::Object(obj).to_string();
-        line.push('\n');
+        let line = event.to_line(sys::monotonic());
         if self.buf.len() + line.len() > MAX_BUFFERED {
             self.dropped += 1;
             return;
@@ -273,3 +265,213 @@ fn reopen_nonblocking(n: RawFd, extra: i32) -> io::Result<OwnedFd> {
         .open(format!("/proc/self/fd/{n}"))?;
     Ok(OwnedFd::from(file))
 }
+
+// ---- the schema: every line guardian writes is one of these ----
+
+/// One event of the `--events-fd` stream: one variant per row of docs/contract.md's events
+/// table (and the test hooks' `test-pause`). [`Event::to_line`] is the one serializer: it
+/// writes `event`, `ts`, then the fields in the order listed here. A field is always present,
+/// `null` when it has no value (`Option` documented "or null"), or absent when it has none
+/// (documented as "for target ..." or "when ..."). `schema_test` checks the contract, the man
+/// page and `packaging/npm/index.d.ts` against it.
+#[derive(Clone, Debug)]
+pub enum Event {
+    /// An interface was refused and guardian does without it.
+    Fallback { what: String, errno: String, detail: String },
+    /// The provider started.
+    Spawned { pid: i32, pgid: i32, guardian_pid: i32, mode: &'static str, cgroup: Option<String> },
+    /// A teardown started (or a kill-now request ended its grace).
+    Stopping { reason: &'static str, grace_ms: u64 },
+    /// A signal was delivered.
+    Signal(Signal),
+    /// The provider stopped (job control).
+    Stopped { pid: i32, signal: String },
+    /// The provider was continued.
+    Continued { pid: i32 },
+    /// The provider was reaped.
+    Exit { pid: i32, code: Option<i32>, signal: Option<String>, core_dumped: bool },
+    /// The tree is gone; the last line.
+    Released(Released),
+    /// guardian failed (125/126/127); the last line. `abandoned` for a teardown given up.
+    Error { status: i32, message: String, abandoned: Option<Abandoned> },
+    /// `test-hooks` builds only: the pids of a scan, while the hook pauses.
+    #[cfg_attr(not(feature = "test-hooks"), allow(dead_code))]
+    TestPause { pids: Vec<i32> },
+}
+
+/// The `signal` event: `pid` for targets `provider` and `group`, `cgroup` for target
+/// `cgroup`, `pids` for targets `descendants`, `cgroup` and a counted `namespace`.
+#[derive(Clone, Debug)]
+pub struct Signal {
+    pub signal: String,
+    pub target: &'static str,
+    pub pid: Option<i32>,
+    pub cgroup: Option<String>,
+    pub pids: Option<Vec<i32>>,
+    pub reason: String,
+}
+
+/// The `released` event.
+#[derive(Clone, Debug, Default)]
+pub struct Released {
+    pub status: i32,
+    /// `None` where guardian cannot count them (`kill(-1)` as PID 1, blind mode).
+    pub signalled: Option<u64>,
+    pub killed: u64,
+    pub reaped: u64,
+    pub teardown_ms: f64,
+    pub cgroup: Option<String>,
+    pub oom_kill: Option<u64>,
+    /// The provider's resource usage (`wait4`): its own and its reaped children's.
+    pub provider: Usage,
+    /// The whole reaped tree's (`getrusage(RUSAGE_CHILDREN)` after the last reap).
+    pub tree: Usage,
+}
+
+pub use crate::sys::Usage;
+
+/// What an abandoned teardown leaves: the `error` event's extra fields.
+#[derive(Clone, Debug)]
+pub struct Abandoned {
+    pub unkillable: Vec<i32>,
+    pub remaining: Vec<i32>,
+}
+
+/// How a field appears on the wire.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Presence {
+    Always,
+    /// Always present, `null` without a value.
+    Nullable,
+    /// Absent without a value.
+    Optional,
+}
+
+/// Where [`Event::fields`] writes: the JSON object, or (tests) the schema.
+trait Sink {
+    fn field(&mut self, name: &'static str, presence: Presence, value: Option<Value>);
+
+    fn put(&mut self, name: &'static str, value: impl Into<Value>) {
+        self.field(name, Presence::Always, Some(value.into()));
+    }
+    fn nullable<T: Into<Value>>(&mut self, name: &'static str, value: Option<T>) {
+        self.field(name, Presence::Nullable, value.map(Into::into));
+    }
+    fn optional<T: Into<Value>>(&mut self, name: &'static str, value: Option<T>) {
+        self.field(name, Presence::Optional, value.map(Into::into));
+    }
+}
+
+impl Sink for Map<String, Value> {
+    fn field(&mut self, name: &'static str, presence: Presence, value: Option<Value>) {
+        match value {
+            Some(v) => {
+                self.insert(name.into(), v);
+            }
+            None if presence != Presence::Optional => {
+                self.insert(name.into(), Value::Null);
+            }
+            None => {}
+        }
+    }
+}
+
+/// Milliseconds as a float with microseconds (`teardown_ms`, the CPU times).
+fn millis(d: Duration) -> f64 {
+    d.as_micros() as f64 / 1000.0
+}
+
+impl Event {
+    /// The `event` field.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Event::Fallback { .. } => "fallback",
+            Event::Spawned { .. } => "spawned",
+            Event::Stopping { .. } => "stopping",
+            Event::Signal(_) => "signal",
+            Event::Stopped { .. } => "stopped",
+            Event::Continued { .. } => "continued",
+            Event::Exit { .. } => "exit",
+            Event::Released(_) => "released",
+            Event::Error { .. } => "error",
+            Event::TestPause { .. } => "test-pause",
+        }
+    }
+
+    /// The fields after `event` and `ts`, in wire order.
+    fn fields(&self, out: &mut impl Sink) {
+        match self {
+            Event::Fallback { what, errno, detail } => {
+                out.put("what", what.as_str());
+                out.put("errno", errno.as_str());
+                out.put("detail", detail.as_str());
+            }
+            Event::Spawned { pid, pgid, guardian_pid, mode, cgroup } => {
+                out.put("pid", *pid);
+                out.put("pgid", *pgid);
+                out.put("guardian_pid", *guardian_pid);
+                out.put("mode", *mode);
+                out.nullable("cgroup", cgroup.as_deref());
+            }
+            Event::Stopping { reason, grace_ms } => {
+                out.put("reason", *reason);
+                out.put("grace_ms", *grace_ms);
+            }
+            Event::Signal(s) => {
+                out.put("signal", s.signal.as_str());
+                out.put("target", s.target);
+                out.optional("pid", s.pid);
+                out.optional("cgroup", s.cgroup.as_deref());
+                out.optional("pids", s.pids.as_deref());
+                out.put("reason", s.reason.as_str());
+            }
+            Event::Stopped { pid, signal } => {
+                out.put("pid", *pid);
+                out.put("signal", signal.as_str());
+            }
+            Event::Continued { pid } => out.put("pid", *pid),
+            Event::Exit { pid, code, signal, core_dumped } => {
+                out.put("pid", *pid);
+                out.nullable("code", *code);
+                out.nullable("signal", signal.as_deref());
+                out.put("core_dumped", *core_dumped);
+            }
+            Event::Released(r) => {
+                out.put("status", r.status);
+                out.nullable("signalled", r.signalled);
+                out.put("killed", r.killed);
+                out.put("reaped", r.reaped);
+                out.put("teardown_ms", r.teardown_ms);
+                out.nullable("cgroup", r.cgroup.as_deref());
+                out.nullable("oom_kill", r.oom_kill);
+                out.put("provider_user_ms", millis(r.provider.user));
+                out.put("provider_system_ms", millis(r.provider.system));
+                out.put("provider_max_rss_kb", r.provider.max_rss_kb);
+                out.put("tree_user_ms", millis(r.tree.user));
+                out.put("tree_system_ms", millis(r.tree.system));
+                out.put("tree_max_rss_kb", r.tree.max_rss_kb);
+            }
+            Event::Error { status, message, abandoned } => {
+                out.put("status", *status);
+                out.put("message", message.as_str());
+                out.optional("unkillable", abandoned.as_ref().map(|a| a.unkillable.as_slice()));
+                out.optional("remaining", abandoned.as_ref().map(|a| a.remaining.as_slice()));
+            }
+            Event::TestPause { pids } => out.put("pids", pids.as_slice()),
+        }
+    }
+
+    /// The JSON line (with its newline) for this event at monotonic time `ts`.
+    pub fn to_line(&self, ts: Duration) -> String {
+        let mut obj = Map::new();
+        obj.insert("event".into(), Value::from(self.name()));
+        obj.insert("ts".into(), Value::from((ts.as_micros() as f64) / 1e6));
+        self.fields(&mut obj);
+        let mut line = Value::Object(obj).to_string();
+        line.push('\n');
+        line
+    }
+}
+
+#[cfg(test)]
+mod schema_test;

@@ -28,9 +28,8 @@ mod test_hooks;
 use std::os::fd::{AsFd, OwnedFd};
 
 use clap::Parser;
-use serde_json::json;
 
-use crate::events::Events;
+use crate::events::{Event, Events};
 use crate::supervise::{ParentWatch, Settings, Supervisor};
 use crate::teardown::{Discovery, Tree};
 
@@ -135,10 +134,11 @@ fn start(cli: &cli::Cli, me: i32, events: &mut Events) -> Result<Started, Failur
             return Err(fail(BLIND_REFUSAL.into()));
         }
         debug!("/proc is missing or belongs to another PID namespace: the leaf cgroup finds the descendants");
-        events.emit(
-            "fallback",
-            json!({"what": "proc", "errno": "ENOENT", "detail": "/proc cannot list or verify descendants; the leaf cgroup contains them: cgroup.kill at the grace deadline, the stop signal reaches only the provider"}),
-        );
+        events.emit(Event::Fallback {
+            what: "proc".into(),
+            errno: "ENOENT".into(),
+            detail: "/proc cannot list or verify descendants; the leaf cgroup contains them: cgroup.kill at the grace deadline, the stop signal reaches only the provider".into(),
+        });
     }
 
     // 7. Terminal: hand the foreground to the provider only if guardian has it.
@@ -201,7 +201,7 @@ fn setup_and_supervise(cli: cli::Cli) -> Result<i32, Failure> {
     let Started { sigfd, parent, discovery, proc, leaf, spawned, take_terminal } = match start(&cli, me, &mut events) {
         Ok(started) => started,
         Err((status, message)) => {
-            events.emit("error", json!({"status": status, "message": message}));
+            events.emit(Event::Error { status, message: message.clone(), abandoned: None });
             events.close(std::time::Duration::from_secs(1));
             return Err((status, message));
         }
@@ -220,10 +220,13 @@ fn setup_and_supervise(cli: cli::Cli) -> Result<i32, Failure> {
         spawned.provider.pidfd().is_some(),
         leaf_path.as_deref().unwrap_or("none")
     );
-    events.emit(
-        "spawned",
-        json!({"pid": spawned.provider.pid, "pgid": spawned.pgid, "guardian_pid": me, "mode": mode, "cgroup": leaf_path}),
-    );
+    events.emit(Event::Spawned {
+        pid: spawned.provider.pid,
+        pgid: spawned.pgid,
+        guardian_pid: me,
+        mode,
+        cgroup: leaf_path,
+    });
 
     let settings = Settings {
         grace: cli.grace,
@@ -273,7 +276,11 @@ fn setup_cgroup(cli: &cli::Cli, me: i32, events: &mut Events) -> Result<Option<c
         Err(u) if req == cgroup::Request::Auto && limits.is_empty() => {
             let errno = sys::errno_name(u.errno);
             debug!("--cgroup auto: no usable cgroup ({}); running as a plain subreaper", u.message);
-            events.emit("fallback", json!({"what": "cgroup", "errno": errno, "detail": format!("{}; running as a plain subreaper", u.message)}));
+            events.emit(Event::Fallback {
+                what: "cgroup".into(),
+                errno: errno.into(),
+                detail: format!("{}; running as a plain subreaper", u.message),
+            });
             Ok(None)
         }
         Err(u) => Err(fail(format!("--cgroup {}: {}", arg.to_string_lossy(), u.message))),
@@ -321,7 +328,11 @@ fn watch_parent_outside(events: &mut Events) -> Result<Option<ParentWatch>, Fail
         warn!(
             "guardian's parent is outside its PID namespace and every real-time signal was ignored when guardian started: parent death cannot be noticed"
         );
-        events.emit("fallback", json!({"what": "parent-watch", "errno": "ESRCH", "detail": "the parent is outside guardian's PID namespace and no real-time signal is free for PR_SET_PDEATHSIG; parent death is not noticed"}));
+        events.emit(Event::Fallback {
+            what: "parent-watch".into(),
+            errno: "ESRCH".into(),
+            detail: "the parent is outside guardian's PID namespace and no real-time signal is free for PR_SET_PDEATHSIG; parent death is not noticed".into(),
+        });
         return Ok(None);
     };
     let name = if sig == max { "SIGRTMAX".to_string() } else { signals::name(sig) };
@@ -342,9 +353,12 @@ fn watch_parent_outside(events: &mut Events) -> Result<Option<ParentWatch>, Fail
     warn!(
         "guardian's parent is outside its PID namespace (getppid() is 0): parent death is watched with PR_SET_PDEATHSIG({name}), which fires when the parent thread that started guardian exits"
     );
-    events.emit(
-        "fallback",
-        json!({"what": "parent-watch", "errno": "ESRCH", "detail": format!("the parent is outside guardian's PID namespace; watching it with PR_SET_PDEATHSIG({name}), which fires when the parent thread exits")}),
-    );
+    events.emit(Event::Fallback {
+        what: "parent-watch".into(),
+        errno: "ESRCH".into(),
+        detail: format!(
+            "the parent is outside guardian's PID namespace; watching it with PR_SET_PDEATHSIG({name}), which fires when the parent thread exits"
+        ),
+    });
     Ok(Some(ParentWatch::Deathsig(sig)))
 }

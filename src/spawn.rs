@@ -12,9 +12,8 @@ use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 
 use rustix::pipe::{PipeFlags, pipe_with};
-use serde_json::json;
 
-use crate::events::Events;
+use crate::events::{Event, Events};
 use crate::pidref::PidRef;
 use crate::sys;
 
@@ -209,7 +208,7 @@ fn in_path(cmd: &str) -> bool {
 pub fn fallback(events: &mut Events, what: &str, err: &io::Error, instead: &str) {
     let errno = err.raw_os_error().unwrap_or(0);
     crate::info!("{what} refused ({}: {err}); falling back to {instead}", sys::errno_name(errno));
-    events.emit("fallback", json!({"what": what, "errno": sys::errno_name(errno), "detail": instead}));
+    events.emit(Event::Fallback { what: what.into(), errno: sys::errno_name(errno).into(), detail: instead.into() });
 }
 
 #[cfg(test)]

@@ -275,27 +275,6 @@ pub enum Reaped {
     NoChildren,
 }
 
-/// `waitpid(-1, &status, WNOHANG)`.
-pub fn reap_one() -> io::Result<Reaped> {
-    let mut status: libc::c_int = 0;
-    loop {
-        // SAFETY: status points to a live c_int.
-        let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
-        match pid {
-            0 => return Ok(Reaped::NoneReady),
-            p if p > 0 => return Ok(Reaped::Child(p, WaitStatus(status))),
-            _ => {
-                let err = io::Error::last_os_error();
-                match err.raw_os_error() {
-                    Some(libc::ECHILD) => return Ok(Reaped::NoChildren),
-                    Some(libc::EINTR) => continue,
-                    _ => return Err(err),
-                }
-            }
-        }
-    }
-}
-
 /// `waitpid(pid, &status, 0)`: blocking reap of one known child (used only for a child that
 /// failed before exec, which exits at once).
 pub fn reap_blocking(pid: i32) -> io::Result<WaitStatus> {
@@ -726,4 +705,57 @@ pub fn unset_env(name: &str) {
 pub fn set_pdeathsig(sig: i32) -> io::Result<()> {
     // SAFETY: plain prctl with integer arguments.
     cvt(unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, sig as libc::c_ulong, 0, 0, 0) }).map(drop)
+}
+
+// ---- resource usage (`released`: what the tree cost) ----
+
+/// CPU time and peak resident set size, as `wait4` and `getrusage` report them.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Usage {
+    pub user: Duration,
+    pub system: Duration,
+    /// Largest resident set size, kB.
+    pub max_rss_kb: u64,
+}
+
+/// `wait4(-1, &status, WNOHANG, ..)`: reaps one child without blocking, with its resource
+/// usage (its own and its reaped children's) when `usage` is asked for.
+pub fn reap_one(usage: bool) -> io::Result<(Reaped, Option<Usage>)> {
+    let mut status: libc::c_int = 0;
+    // SAFETY: an all-zero rusage is a valid value of this plain C struct.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    let ptr: *mut libc::rusage = if usage { &mut ru } else { std::ptr::null_mut() };
+    loop {
+        // SAFETY: status points to a live c_int; ptr is null (allowed) or points to ru.
+        let pid = unsafe { libc::wait4(-1, &mut status, libc::WNOHANG, ptr) };
+        return match pid {
+            0 => Ok((Reaped::NoneReady, None)),
+            p if p > 0 => Ok((Reaped::Child(p, WaitStatus(status)), usage.then(|| Usage::from(&ru)))),
+            _ => {
+                let err = io::Error::last_os_error();
+                match err.raw_os_error() {
+                    Some(libc::ECHILD) => Ok((Reaped::NoChildren, None)),
+                    Some(libc::EINTR) => continue,
+                    _ => Err(err),
+                }
+            }
+        };
+    }
+}
+
+/// `getrusage(RUSAGE_CHILDREN)`: every child reaped so far, with their reaped descendants.
+pub fn children_usage() -> Usage {
+    // SAFETY: an all-zero rusage is a valid value of this plain C struct.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: ru is a live rusage for the kernel to fill; RUSAGE_CHILDREN cannot fail.
+    unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut ru) };
+    Usage::from(&ru)
+}
+
+impl From<&libc::rusage> for Usage {
+    fn from(ru: &libc::rusage) -> Usage {
+        let time =
+            |tv: libc::timeval| Duration::from_micros(tv.tv_sec.max(0) as u64 * 1_000_000 + tv.tv_usec.max(0) as u64);
+        Usage { user: time(ru.ru_utime), system: time(ru.ru_stime), max_rss_kb: ru.ru_maxrss.max(0) as u64 }
+    }
 }

@@ -18,10 +18,8 @@
 
 use std::collections::{HashMap, HashSet};
 
-use serde_json::json;
-
 use crate::cgroup::{Killed, Leaf};
-use crate::events::Events;
+use crate::events::{Event, Events, Signal};
 use crate::pidref::PidRef;
 use crate::proctree::{self, Proc, Stat};
 use crate::{signals, spawn, sys};
@@ -246,10 +244,14 @@ impl Tree {
         // leaf since); members still dying are listed again, so only newcomers are counted.
         let new: Vec<i32> = sent.iter().copied().filter(|p| !self.leaf_killed.contains(p)).collect();
         if !self.leaf_kill_reported || !new.is_empty() {
-            events.emit(
-                "signal",
-                json!({"signal": "SIGKILL", "target": "cgroup", "cgroup": leaf.path_text(), "pids": new, "reason": r.reason}),
-            );
+            events.emit(Event::Signal(Signal {
+                signal: "SIGKILL".into(),
+                target: "cgroup",
+                pid: None,
+                cgroup: Some(leaf.path_text()),
+                pids: Some(new.clone()),
+                reason: r.reason.into(),
+            }));
         }
         self.leaf_kill_reported = true;
         self.stats.killed += new.len() as u64;
@@ -311,12 +313,20 @@ impl Tree {
             r.reason
         );
         // As PID 1, the scan covers the namespace, as `kill(-1)` does.
-        let target = if self.discovery == Discovery::Broadcast { "namespace" } else { "descendants" };
-        let event = match leaf_path {
-            Some(path) => json!({"signal": sig, "target": "cgroup", "cgroup": path, "pids": sent, "reason": r.reason}),
-            None => json!({"signal": sig, "target": target, "pids": sent, "reason": r.reason}),
+        let target = match leaf_path {
+            Some(_) => "cgroup",
+            None if self.discovery == Discovery::Broadcast => "namespace",
+            None => "descendants",
         };
-        events.emit("signal", event);
+        let pids = Some(sent.to_vec());
+        events.emit(Event::Signal(Signal {
+            signal: sig,
+            target,
+            pid: None,
+            cgroup: leaf_path,
+            pids,
+            reason: r.reason.into(),
+        }));
     }
 
     /// `kill(-1)`: every process of the namespace but guardian. SIGKILL in every kill round
@@ -340,7 +350,14 @@ impl Tree {
             let _ = sys::kill(-1, libc::SIGCONT);
         }
         self.namespace_stopped |= r.phase == Phase::Stop;
-        events.emit("signal", json!({"signal": signals::name(sig), "target": "namespace", "reason": reason}));
+        events.emit(Event::Signal(Signal {
+            signal: signals::name(sig),
+            target: "namespace",
+            pid: None,
+            cgroup: None,
+            pids: None,
+            reason: reason.into(),
+        }));
         crate::debug!("sent {} to every process in the namespace ({reason})", signals::name(sig));
         1
     }

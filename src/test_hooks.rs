@@ -16,9 +16,7 @@ mod hooks {
     use std::path::Path;
     use std::time::Duration;
 
-    use serde_json::json;
-
-    use crate::events::Events;
+    use crate::events::{Event, Events};
     use crate::proctree::Stat;
 
     /// When `GUARDIAN_TEST_PAUSE_FILE` names an existing file: emits `test-pause` with the pids
@@ -33,7 +31,7 @@ mod hooks {
             return;
         }
         let pids: Vec<i32> = scanned.iter().map(|s| s.pid).collect();
-        events.emit("test-pause", json!({ "pids": pids }));
+        events.emit(Event::TestPause { pids });
         while path.exists() {
             std::thread::sleep(Duration::from_millis(10));
         }

@@ -132,6 +132,18 @@ export interface ReleasedEvent extends EventBase {
   cgroup?: string | null;
   /** the leaf's oom_kill count when --memory-max is set, else null */
   oom_kill?: number | null;
+  /** The provider's user CPU time, ms, with the children it reaped (wait4; what /usr/bin/time reports). Absent from older guardians. */
+  provider_user_ms?: number;
+  /** The provider's system CPU time, ms, with the children it reaped. Absent from older guardians. */
+  provider_system_ms?: number;
+  /** The largest peak RSS, kB, of the provider and the children it reaped (one process's, not a sum). Absent from older guardians. */
+  provider_max_rss_kb?: number;
+  /** The whole reaped tree's user CPU time, ms (getrusage(RUSAGE_CHILDREN) after the last reap). Absent from older guardians. */
+  tree_user_ms?: number;
+  /** The whole reaped tree's system CPU time, ms. Absent from older guardians. */
+  tree_system_ms?: number;
+  /** The largest peak RSS, kB, of any process of the reaped tree. Absent from older guardians. */
+  tree_max_rss_kb?: number;
 }
 export interface ErrorEvent extends EventBase {
   event: 'error';

@@ -15,10 +15,9 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::time::Duration;
 
 use rustix::event::{PollFd, PollFlags};
-use serde_json::json;
 
 use crate::cli::ForwardTo;
-use crate::events::Events;
+use crate::events::{Abandoned, Event, Events, Released, Signal, Usage};
 use crate::pidref::PidRef;
 use crate::signals;
 use crate::sys::{self, JobChange, Reaped, WaitStatus};
@@ -76,6 +75,8 @@ pub struct Supervisor {
     events: Events,
     tree: Tree,
     state: State,
+    /// The provider's resource usage, from the `wait4` that reaped it.
+    provider_usage: Usage,
 }
 
 impl Supervisor {
@@ -116,6 +117,7 @@ impl Supervisor {
             events,
             tree,
             state,
+            provider_usage: Usage::default(),
         }
     }
 
@@ -255,15 +257,15 @@ impl Supervisor {
             }
             Action::EmitStopping { reason, grace_ms } => {
                 crate::info!("{}: stop ({reason}), grace {grace_ms} ms", self.state.phase().name());
-                self.events.emit("stopping", json!({"reason": reason, "grace_ms": grace_ms}));
+                self.events.emit(Event::Stopping { reason, grace_ms });
             }
             Action::EmitStopped { signal } => {
                 crate::info!("provider {} stopped ({})", self.provider.pid, signals::name(signal));
-                self.events.emit("stopped", json!({"pid": self.provider.pid, "signal": signals::name(signal)}));
+                self.events.emit(Event::Stopped { pid: self.provider.pid, signal: signals::name(signal) });
             }
             Action::EmitContinued => {
                 crate::info!("provider {} continued", self.provider.pid);
-                self.events.emit("continued", json!({"pid": self.provider.pid}));
+                self.events.emit(Event::Continued { pid: self.provider.pid });
             }
             Action::TakeTerminal => {
                 if sys::tcgetpgrp(0).ok() == Some(self.provider_pgid) {
@@ -364,10 +366,7 @@ impl Supervisor {
         if !self.tree.provider_signalled(self.provider.pid, sig, &res) {
             return;
         }
-        self.events.emit(
-            "signal",
-            json!({"signal": signals::name(sig), "target": target, "pid": self.provider.pid, "reason": "forwarded"}),
-        );
+        self.emit_provider_signal(sig, target, "forwarded");
     }
 
     /// Sends `sig` to the provider (per --forward-to; SIGKILL to the provider alone) on
@@ -381,10 +380,18 @@ impl Supervisor {
         if !self.tree.provider_signalled(self.provider.pid, sig, &res) {
             return;
         }
-        self.events.emit(
-            "signal",
-            json!({"signal": signals::name(sig), "target": target, "pid": self.provider.pid, "reason": reason}),
-        );
+        self.emit_provider_signal(sig, target, reason);
+    }
+
+    fn emit_provider_signal(&mut self, sig: i32, target: &'static str, reason: &str) {
+        self.events.emit(Event::Signal(Signal {
+            signal: signals::name(sig),
+            target,
+            pid: Some(self.provider.pid),
+            cgroup: None,
+            pids: None,
+            reason: reason.into(),
+        }));
     }
 
     /// Where guardian's own signals to the provider go: its group only with `--forward-to
@@ -413,25 +420,27 @@ impl Supervisor {
     fn reap(&mut self, leaf_ready: bool) -> Happened {
         let (mut provider, mut descendants, mut echild) = (None, 0, false);
         loop {
-            match sys::reap_one() {
-                Ok(Reaped::Child(pid, status)) if pid == self.provider.pid && !self.state.provider_exited() => {
-                    if provider.is_none() {
-                        self.on_provider_exit(status);
-                        provider = Some(status);
-                    }
+            // The rusage is asked for only while the provider is unreaped: it is the one that
+            // `released` reports on its own (the tree's comes from getrusage at release).
+            let unreaped = provider.is_none() && !self.state.provider_exited();
+            match sys::reap_one(unreaped) {
+                Ok((Reaped::Child(pid, status), usage)) if pid == self.provider.pid && unreaped => {
+                    self.provider_usage = usage.unwrap_or_default();
+                    self.on_provider_exit(status);
+                    provider = Some(status);
                 }
-                Ok(Reaped::Child(pid, _)) => {
+                Ok((Reaped::Child(pid, _), _)) => {
                     crate::debug!("reaped descendant {pid}");
                     self.tree.stats.reaped += 1;
                     descendants += 1;
                 }
-                Ok(Reaped::NoneReady) => break,
-                Ok(Reaped::NoChildren) => {
+                Ok((Reaped::NoneReady, _)) => break,
+                Ok((Reaped::NoChildren, _)) => {
                     echild = true;
                     break;
                 }
                 Err(e) => {
-                    crate::warn!("waitpid() failed: {e}");
+                    crate::warn!("wait4() failed: {e}");
                     break;
                 }
             }
@@ -495,15 +504,12 @@ impl Supervisor {
                 None => format!("code {}", status.exit_code().unwrap_or(0)),
             }
         );
-        self.events.emit(
-            "exit",
-            json!({
-                "pid": self.provider.pid,
-                "code": status.exit_code(),
-                "signal": sig.map(signals::name),
-                "core_dumped": status.core_dumped(),
-            }),
-        );
+        self.events.emit(Event::Exit {
+            pid: self.provider.pid,
+            code: status.exit_code(),
+            signal: sig.map(signals::name),
+            core_dumped: status.core_dumped(),
+        });
     }
 
     /// The bounded `getppid()` check, when the parent's pidfd could not be opened.
@@ -545,10 +551,8 @@ impl Supervisor {
         if let Some(leaf) = self.tree.leaf.as_mut() {
             leaf.remove_now();
         }
-        self.events.emit(
-            "error",
-            json!({"status": 125, "message": message, "unkillable": unkillable, "remaining": remaining}),
-        );
+        let abandoned = Some(Abandoned { unkillable: unkillable.clone(), remaining });
+        self.events.emit(Event::Error { status: 125, message, abandoned });
         let events = std::mem::replace(&mut self.events, Events::disabled());
         events.close(EVENTS_CLOSE_WAIT);
         125
@@ -582,18 +586,19 @@ impl Supervisor {
             Discovery::Scan => Some(stats.signalled),
             _ => None,
         };
-        self.events.emit(
-            "released",
-            json!({
-                "status": code,
-                "signalled": signalled,
-                "killed": stats.killed,
-                "reaped": stats.reaped,
-                "teardown_ms": teardown_ms,
-                "cgroup": cgroup_path,
-                "oom_kill": oom_kill,
-            }),
-        );
+        self.events.emit(Event::Released(Released {
+            status: code,
+            signalled,
+            killed: stats.killed,
+            reaped: stats.reaped,
+            teardown_ms,
+            cgroup: cgroup_path,
+            oom_kill,
+            provider: self.provider_usage,
+            // After the last reap: the provider and every descendant reaped (by guardian, or
+            // by a process of the tree guardian then reaped).
+            tree: sys::children_usage(),
+        }));
         let events = std::mem::replace(&mut self.events, Events::disabled());
         events.close(EVENTS_CLOSE_WAIT);
         code

@@ -562,3 +562,31 @@ fn broken_events_pipe_never_stops_the_teardown() {
     assert_eq!(g.wait_code(), 6, "stderr: {}", g.stderr());
     ctx.assert_nothing_left();
 }
+
+/// `released` says what the tree cost (issue 13.4): the provider's CPU time and peak RSS
+/// include the child it waited for; the tree's add the orphan guardian reaped.
+#[test]
+fn released_reports_the_cpu_time_and_peak_rss_of_provider_and_tree() {
+    let ctx = Ctx::new("rusage");
+    let burn = "i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done";
+    // The first burner is the provider's own child (waited for); the second outlives the
+    // provider and is reaped by guardian (--wait-descendants lets it finish).
+    let f = ctx
+        .guardian()
+        .args(["--wait-descendants"])
+        .script(&format!("({burn}); ({burn}; echo done > orphan) & exit 0"))
+        .spawn()
+        .finish();
+    f.assert_released(0);
+    ctx.assert_nothing_left();
+    assert_eq!(ctx.read_line_file("orphan").as_deref(), Some("done"), "{f:#?}");
+    let rel = f.one("released");
+    let num = |k: &str| rel[k].as_f64().unwrap_or_else(|| panic!("released.{k} is not a number: {rel}"));
+    assert!(num("provider_user_ms") > 0.0, "the provider's waited child burned user time: {rel}");
+    assert!(num("tree_user_ms") >= num("provider_user_ms"), "{rel}");
+    assert!(num("tree_system_ms") >= num("provider_system_ms"), "{rel}");
+    let cpu = |who: &str| num(&format!("{who}_user_ms")) + num(&format!("{who}_system_ms"));
+    assert!(cpu("tree") > cpu("provider"), "the orphan's CPU time counts for the tree only: {rel}");
+    assert!(num("provider_max_rss_kb") > 0.0, "{rel}");
+    assert!(num("tree_max_rss_kb") >= num("provider_max_rss_kb"), "{rel}");
+}

@@ -29,25 +29,34 @@ const EVENTS: &[(&str, &str)] = &[
     ("stopping", "reason (signal, timeout, parent-died, kill-request), grace_ms (0 for kill-request)"),
     (
         "signal",
-        "signal (a name such as SIGTERM), target (provider, group, descendants, namespace, cgroup), pids \
-         (array, for descendants), reason (forwarded, stop, kill, parent-died, timeout)",
+        "signal (a name such as SIGTERM), target (provider, group, descendants, namespace, cgroup), pid (the \
+         provider, for targets provider and group), cgroup (the leaf, for target cgroup), pids (array, for \
+         descendants, cgroup, and namespace when counted), reason (forwarded, stop, kill, parent-died, timeout)",
     ),
     ("stopped", "pid (the provider), signal (SIGSTOP, SIGTSTP, SIGTTIN, SIGTTOU): the provider stopped"),
     ("continued", "pid (the provider): the provider was continued"),
     ("exit", "pid, code (integer or null), signal (name or null), core_dumped (boolean)"),
     (
         "released",
-        "status (guardian's exit status), signalled (descendants sent the stop signal), killed \
-         (descendants that needed SIGKILL), reaped (descendants guardian reaped), teardown_ms (provider exit \
-         to release)",
+        "status (guardian's exit status), signalled (descendants sent the stop signal; null where they \
+         cannot be counted), killed (descendants that needed SIGKILL), reaped (descendants guardian reaped), \
+         teardown_ms (provider exit to release), cgroup (the removed leaf, or null), oom_kill (the leaf's \
+         oom_kill count with --memory-max, else null), provider_user_ms, provider_system_ms (the provider's CPU \
+         time in milliseconds, with the children it reaped, as time(1) reports it), provider_max_rss_kb (their \
+         largest peak resident set size, kB), tree_user_ms, tree_system_ms, tree_max_rss_kb (the same for the \
+         whole reaped tree, orphans included)",
     ),
-    ("error", "status (125, 126 or 127), message"),
+    (
+        "error",
+        "status (125, 126 or 127), message, unkillable (when a teardown is abandoned: the pids guardian may \
+         not signal), remaining (when a teardown is abandoned: the tree's processes still visible)",
+    ),
 ];
 
 const EVENT_EXAMPLE: &str = r#"{"event":"spawned","ts":81234.500112,"pid":4242,"pgid":4242,"guardian_pid":4241,"mode":"subreaper","cgroup":null}
 {"event":"exit","ts":81235.100871,"pid":4242,"code":0,"signal":null,"core_dumped":false}
 {"event":"signal","ts":81235.101020,"signal":"SIGTERM","target":"descendants","pids":[4250],"reason":"stop"}
-{"event":"released","ts":81235.103377,"status":0,"signalled":1,"killed":0,"reaped":1,"teardown_ms":2.506}"#;
+{"event":"released","ts":81235.103377,"status":0,"signalled":1,"killed":0,"reaped":1,"teardown_ms":2.506,"cgroup":null,"oom_kill":null,"provider_user_ms":1.207,"provider_system_ms":0.951,"provider_max_rss_kb":3712,"tree_user_ms":1.842,"tree_system_ms":1.633,"tree_max_rss_kb":3712}"#;
 
 const EXAMPLES: &[(&str, &str)] = &[
     ("Run an MCP server; whatever it leaves behind is stopped when it exits:", "guardian -- npx -y some-mcp-server"),
