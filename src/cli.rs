@@ -250,8 +250,25 @@ pub fn parse_cpu(text: &str) -> Result<String, String> {
     }
 }
 
+/// The stop signal must be one that can end a process and that guardian does not give another
+/// meaning: SIGCHLD is guardian's own wake-up, SIGCONT and the job-control stops are job
+/// control, SIGSTOP cannot be caught, and SIGKILL is what the grace ends in (`--grace 0`).
 fn parse_signal(text: &str) -> Result<i32, String> {
-    signals::parse(text)
+    let sig = signals::parse(text)?;
+    match sig {
+        libc::SIGKILL => Err(
+            "SIGKILL cannot be the stop signal: it is what the grace period ends in; use --grace 0 to send it at once"
+                .into(),
+        ),
+        libc::SIGSTOP | libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU | libc::SIGCONT => Err(format!(
+            "{} cannot be the stop signal: it stops or continues a process instead of ending it (job control); use TERM, INT, QUIT, HUP or USR1",
+            signals::name(sig)
+        )),
+        libc::SIGCHLD => {
+            Err("SIGCHLD cannot be the stop signal: guardian reads it to reap; use TERM, INT, QUIT, HUP or USR1".into())
+        }
+        _ => Ok(sig),
+    }
 }
 
 /// Log verbosity: 0 quiet (fatal only), 1 warnings (default), 2 info (-v), 3 debug (-vv).
@@ -266,6 +283,17 @@ pub fn verbosity(cli: &Cli) -> u8 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stop_signals_that_cannot_end_a_process_are_refused() {
+        for bad in ["KILL", "STOP", "TSTP", "TTIN", "TTOU", "CONT", "CHLD", "9", "SIGCHLD"] {
+            let err = parse_signal(bad).expect_err(bad);
+            assert!(err.contains("cannot be the stop signal"), "{bad}: {err}");
+        }
+        for good in ["TERM", "INT", "QUIT", "HUP", "USR1", "RTMIN+2", "15"] {
+            assert!(parse_signal(good).is_ok(), "{good}");
+        }
+    }
 
     #[test]
     fn durations() {
