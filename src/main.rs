@@ -102,7 +102,13 @@ struct Started {
 fn start(cli: &cli::Cli, me: i32, events: &mut Events) -> Result<Started, Failure> {
     // 2. Signals: remember what the caller gave us, block every catchable signal and read
     //    them from a signalfd (`signals::setup`).
-    let signals::Setup { sigfd, original_mask, sigchld_ignored } = signals::setup().map_err(fail)?;
+    if sys::is_ignored(cli.stop_signal) {
+        debug!(
+            "the stop signal {} was ignored; the provider gets it at its default action",
+            signals::name(cli.stop_signal)
+        );
+    }
+    let signals::Setup { sigfd, original_mask, sigchld_ignored } = signals::setup(cli.stop_signal).map_err(fail)?;
     test_hooks::fault_after_signal_setup();
 
     // 3. Subreaper before the provider exists, so every orphan of its tree comes to us.

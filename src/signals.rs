@@ -176,7 +176,18 @@ pub struct Setup {
 
 /// Start-up's signal step: the runtime's handlers reset, SIGCHLD made reapable, every
 /// [`handled`] signal blocked and a signalfd opened for them. Before the provider exists.
-pub fn setup() -> Result<Setup, String> {
+///
+/// SIGTERM and the stop signal are stop requests, so they are handled even when the caller
+/// ignored them (a background job of a non-interactive shell starts with SIGINT and SIGQUIT
+/// ignored): a blocked signal is queued even while its disposition is `SIG_IGN`, so the
+/// signalfd still sees it. The stop signal is also reset to its default action when it was
+/// ignored, because the provider inherits the disposition and must be able to hear it; an
+/// ignored SIGTERM that is not the stop signal stays ignored for the provider.
+pub fn setup(stop_signal: i32) -> Result<Setup, String> {
+    if sys::is_ignored(stop_signal) {
+        sys::set_default_disposition(stop_signal)
+            .map_err(|e| format!("sigaction({}, SIG_DFL) failed: {e}", name(stop_signal)))?;
+    }
     for sig in RUNTIME_HANDLED {
         if sys::has_handler(sig) {
             sys::set_default_disposition(sig).map_err(|e| format!("sigaction({}, SIG_DFL) failed: {e}", name(sig)))?;
@@ -186,7 +197,7 @@ pub fn setup() -> Result<Setup, String> {
     if sigchld_ignored {
         sys::set_default_disposition(libc::SIGCHLD).map_err(|e| format!("sigaction(SIGCHLD, SIG_DFL) failed: {e}"))?;
     }
-    let handled = handled(&sys::is_ignored);
+    let handled = handled(&|sig| sig != libc::SIGTERM && sig != stop_signal && sys::is_ignored(sig));
     let original_mask =
         sys::set_sigmask(libc::SIG_BLOCK, &handled).map_err(|e| format!("sigprocmask(SIG_BLOCK) failed: {e}"))?;
     let sigfd = sys::signalfd(&handled).map_err(|e| {

@@ -306,3 +306,28 @@ while :; do wait; done"#,
     assert_eq!(g.wait_code(), 6, "the provider's own status; stderr: {}", g.stderr());
     ctx.assert_nothing_left();
 }
+
+/// SIGTERM and the stop signal are stop requests even when guardian's caller ignored them (a
+/// background job of a non-interactive shell starts with SIGINT and SIGQUIT ignored, `trap ''
+/// TERM` ignores TERM): guardian still hears them, and the provider gets the stop signal at its
+/// default action, so a plain `sleep` provider dies of it (128+N) instead of lasting until the
+/// SIGKILL (137).
+#[test]
+fn an_ignored_stop_signal_still_stops_and_reaches_the_provider() {
+    for (sig, name) in [(libc::SIGTERM, "TERM"), (libc::SIGINT, "INT")] {
+        let ctx = Ctx::new("ignored-stop-signal");
+        let trap = format!("trap '' {name}; exec \"$@\"");
+        let mut g = ctx
+            .guardian()
+            .wrapper(["sh", "-c", trap.as_str(), "ignoring-caller"])
+            .args(["--grace", "60s", "--stop-signal", name])
+            .script(&format!("echo $$ > ready; exec {}", ctx.sleep()))
+            .spawn();
+        ctx.wait_pid_file("ready");
+        g.signal(sig);
+        let stopping = g.wait_event_named("stopping");
+        assert_eq!(stopping["reason"], "signal", "{name}");
+        assert_eq!(g.wait_code(), 128 + sig, "the provider died of the stop signal {name}; stderr: {}", g.stderr());
+        ctx.assert_nothing_left();
+    }
+}

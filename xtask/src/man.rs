@@ -159,7 +159,9 @@ fn signals_section(roff: &mut Roff) {
          forwarded. The fault signals (ILL, TRAP, ABRT, BUS, FPE, SEGV, SYS) and the C library's reserved \
          signals 32-34 are forwarded like any other when another process sends them; a real fault inside \
          guardian still ends it at once. \
-         Signals that were ignored when guardian started stay ignored, for guardian and for the provider.",
+         Signals that were ignored when guardian started stay ignored, for guardian and for the provider, \
+         except SIGTERM and the stop signal, which are always stop requests; an ignored stop signal is \
+         reset to its default action for the provider.",
     );
     para(
         roff,
