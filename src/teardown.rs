@@ -65,6 +65,8 @@ struct Round<'r> {
     /// The provider while unreaped: it has its own handle, rounds skip it.
     provider: Option<i32>,
     reason: &'r str,
+    /// Only the members of this process group (a stop request with `--forward-to group`).
+    group: Option<i32>,
 }
 
 #[derive(Default, Debug)]
@@ -157,7 +159,7 @@ impl Tree {
             Phase::Kill => libc::SIGKILL,
         };
         let cont = phase == Phase::Stop && sig != libc::SIGKILL && sig != libc::SIGCONT;
-        let r = Round { phase, sig, cont, provider, reason };
+        let r = Round { phase, sig, cont, provider, reason, group: None };
         self.leaf_killed_now.clear();
         let in_leaf = self.leaf_round(&r, events);
         in_leaf
@@ -190,6 +192,32 @@ impl Tree {
     /// hear it twice.
     pub fn rounds_reach_descendants(&self) -> bool {
         self.discovery != Discovery::Blind
+    }
+
+    /// Whether [`Tree::stop_group`] can reach the provider's group member by member (it needs
+    /// a `/proc` of guardian's own namespace and pidfds).
+    pub fn can_stop_group(&self) -> bool {
+        self.discovery != Discovery::Blind && self.proc.is_some() && self.use_pidfd
+    }
+
+    /// The owner's stop request with `--forward-to group`: the stop signal (then SIGCONT) to
+    /// every descendant in process group `pgid` but the provider (which the caller signals),
+    /// each verified and recorded like a round's, so the rounds that follow the provider's exit
+    /// do not repeat it: each process hears the stop signal once per teardown.
+    pub fn stop_group(&mut self, stop_signal: i32, pgid: i32, provider: i32, events: &mut Events) -> usize {
+        if !self.can_stop_group() {
+            return 0;
+        }
+        let cont = stop_signal != libc::SIGCONT;
+        let r = Round {
+            phase: Phase::Stop,
+            sig: stop_signal,
+            cont,
+            provider: Some(provider),
+            reason: "forwarded",
+            group: Some(pgid),
+        };
+        self.scan_round(&r, events)
     }
 
     /// As PID 1: whether stop rounds signal each process through the namespace's `/proc`
@@ -497,7 +525,7 @@ impl Tree {
         sent: &mut Vec<i32>,
         events: &mut Events,
     ) {
-        if Some(d.pid) == r.provider || d.is_dead() {
+        if Some(d.pid) == r.provider || d.is_dead() || r.group.is_some_and(|g| d.pgrp != g) {
             return;
         }
         if r.phase == Phase::Kill && self.leaf_killed_now.contains(&d.pid) {

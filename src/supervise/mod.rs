@@ -238,6 +238,12 @@ impl Supervisor {
             Action::StopProvider { reason } if reason != "forwarded" && self.tree.stop_round_reaches_provider() => {}
             Action::StopProvider { reason } => {
                 self.signal_provider(self.stop_signal, reason);
+                // The owner's request with --forward-to group: the rest of the provider's group
+                // hears it too, one verified member at a time (recorded, so the rounds after
+                // the provider's exit do not repeat it).
+                if reason == "forwarded" && self.forward_to == ForwardTo::Group {
+                    self.tree.stop_group(self.stop_signal, self.provider_pgid, self.provider.pid, &mut self.events);
+                }
                 // A stopped provider must see it (issue 14.2): SIGCONT to the same target.
                 if self.stop_signal != libc::SIGCONT && self.stop_signal != libc::SIGKILL {
                     let _ = self.send_provider_quietly(libc::SIGCONT);
@@ -395,8 +401,9 @@ impl Supervisor {
     }
 
     /// Where guardian's own signals to the provider go: its group only with `--forward-to
-    /// group` and when no round reaches the descendants (blind mode); otherwise the rounds give
-    /// each member the stop signal once, and the group would hear it twice.
+    /// group` and when no round reaches the descendants (blind mode); otherwise the group's
+    /// other members hear the stop signal once each, from `Tree::stop_group` (an owner's stop
+    /// request) or from the rounds, and a copy through the group would be a second one.
     fn provider_target(&self, sig: i32) -> &'static str {
         let group = self.forward_to == ForwardTo::Group && !self.tree.rounds_reach_descendants();
         match (group, sig) {

@@ -331,3 +331,41 @@ fn an_ignored_stop_signal_still_stops_and_reaches_the_provider() {
         ctx.assert_nothing_left();
     }
 }
+
+/// With `--forward-to group`, the owner's stop request reaches the provider's whole process
+/// group (the stop signal, once per process): a provider that waits for its group's worker to
+/// finish ends with its own status, and a member that survives the stop signal does not hear
+/// it again when the rounds start at the provider's exit.
+#[test]
+fn forward_to_group_stop_request_reaches_the_group_once() {
+    let ctx = Ctx::new("group-stop-request");
+    let tag = ctx.tag();
+    let mut g = ctx
+        .guardian()
+        .args(["--grace", "2s", "--forward-to", "group"])
+        .script(&format!(
+            r#"sh -c 'trap "echo worker >> term.log; exit 0" TERM; echo $$ > worker; while :; do sleep 0.05; done' worker-{tag} &
+worker=$!
+sh -c 'trap "echo survivor >> term.log" TERM; echo $$ > survivor; while :; do sleep 0.05; done' survivor-{tag} &
+trap 'wait $worker; exit 7' TERM
+echo $$ > ready
+while :; do wait; done"#
+        ))
+        .spawn();
+    let provider = ctx.wait_pid_file("ready");
+    let worker = ctx.wait_pid_file("worker");
+    let survivor = ctx.wait_pid_file("survivor");
+    for p in [worker, survivor] {
+        assert_eq!(stat(p).map(|s| s.1), Some(provider), "{p} is the provider's child");
+    }
+    g.signal(libc::SIGTERM);
+    assert_eq!(g.wait_code(), 7, "the provider waited for its worker; stderr: {}", g.stderr());
+    ctx.assert_nothing_left();
+    let log = std::fs::read_to_string(ctx.path("term.log")).unwrap_or_default();
+    assert_eq!(log.lines().filter(|l| *l == "worker").count(), 1, "term.log: {log}");
+    assert_eq!(
+        log.lines().filter(|l| *l == "survivor").count(),
+        1,
+        "the stop signal once per process; term.log: {log}"
+    );
+}
