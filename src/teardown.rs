@@ -282,7 +282,8 @@ impl Tree {
             }));
         }
         self.leaf_kill_reported = true;
-        self.stats.killed += new.len() as u64;
+        // `killed` counts descendants: the unreaped provider was a member too, but not one.
+        self.stats.killed += new.iter().filter(|&&p| Some(p) != r.provider).count() as u64;
         self.leaf_killed.extend(&new);
         self.leaf_killed_now = sent.into_iter().collect();
         new.len()

@@ -109,6 +109,25 @@ fn provider_and_setsid_descendant_start_in_the_leaf() {
     assert!(!leaf.exists(), "the leaf was removed");
 }
 
+/// `released.killed` counts descendants that needed SIGKILL: a provider that is itself killed
+/// at the deadline (it ignores the stop signal) is a member of the leaf, but not a descendant.
+#[test]
+fn killed_counts_descendants_not_the_provider() {
+    let mount = need_delegation!();
+    let cg = TestCgroup::new(&mount, true);
+    let ctx = Ctx::new("cg-killed");
+    let n = &ctx.nonce;
+    let provider = format!("trap '' TERM; sleep 1000.{n}1 & echo $$ > ready; while :; do wait; done");
+    let mut g = start(&ctx, Some(&cg.path), &["--cgroup", "auto", "--grace", "300ms", "--", "sh", "-c", &provider]);
+    ctx.wait_pid_file("ready");
+    g.signal(libc::SIGTERM);
+    let f = g.finish();
+    assert_eq!(f.code, Some(137), "the provider was SIGKILLed at the deadline; stderr: {}", f.stderr);
+    let released = g.wait_event_named("released");
+    assert_eq!(released["killed"], 1, "one descendant (the sleep) needed SIGKILL: {released}");
+    assert!(tagged_sleeps(n).is_empty(), "the tree is gone");
+}
+
 #[test]
 fn teardown_goes_through_cgroup_kill_and_removes_the_leaf() {
     let mount = need_delegation!();
