@@ -156,9 +156,18 @@ impl Proc {
     /// The children of a process, from the `children` file of each of its threads (of the
     /// main thread alone when it has one). `None` when it is gone or unreadable.
     fn children(&mut self, st: &Stat, out: &mut Vec<i32>) -> Option<()> {
-        let tids = if st.threads <= 1 { vec![st.pid] } else { self.tasks(st.pid)? };
+        let many = st.threads > 1;
+        let tids = if many { self.tasks(st.pid)? } else { vec![st.pid] };
         for tid in tids {
-            let n = self.read_file(&format!("{}/task/{tid}/children", st.pid), Extent::Records).ok()?;
+            // A thread that exited since the task list was read has no file any more: its
+            // siblings' children still count (only the one thread of a process that is gone
+            // makes the whole process unreadable).
+            let Ok(n) = self.read_file(&format!("{}/task/{tid}/children", st.pid), Extent::Records) else {
+                if many {
+                    continue;
+                }
+                return None;
+            };
             let text = std::str::from_utf8(&self.buf[..n]).ok()?;
             out.extend(text.split_ascii_whitespace().filter_map(|p| p.parse::<i32>().ok()));
         }
