@@ -15,20 +15,9 @@ use rustix::pipe::{PipeFlags, pipe_with};
 use serde_json::json;
 
 use crate::events::Events;
+use crate::exit::Failure;
 use crate::pidref::PidRef;
 use crate::sys;
-
-/// Why the provider could not be started, with guardian's exit status.
-pub struct SpawnError {
-    pub status: i32,
-    pub message: String,
-}
-
-impl SpawnError {
-    fn guardian(message: String) -> SpawnError {
-        SpawnError { status: 125, message }
-    }
-}
 
 pub struct SpawnConfig<'a> {
     pub argv: &'a [OsString],
@@ -46,20 +35,20 @@ pub struct Spawned {
 }
 
 /// Starts the provider; on failure nothing is left running.
-pub fn spawn(cfg: &SpawnConfig<'_>, events: &mut Events) -> Result<Spawned, SpawnError> {
+pub fn spawn(cfg: &SpawnConfig<'_>, events: &mut Events) -> Result<Spawned, Failure> {
     scrub_environment();
     let args: Vec<CString> = cfg
         .argv
         .iter()
         .map(|a| CString::new(a.as_bytes()))
         .collect::<Result<_, _>>()
-        .map_err(|_| SpawnError::guardian("an argument of COMMAND contains a NUL byte".into()))?;
+        .map_err(|_| Failure::guardian("an argument of COMMAND contains a NUL byte"))?;
     let mut argv: Vec<*const libc::c_char> = args.iter().map(|a| a.as_ptr()).collect();
     argv.push(std::ptr::null());
     let shown = sys::lossy(&args[0]);
 
     let (err_read, err_write) =
-        pipe_with(PipeFlags::CLOEXEC).map_err(|e| SpawnError::guardian(format!("pipe2(O_CLOEXEC) failed: {e}")))?;
+        pipe_with(PipeFlags::CLOEXEC).map_err(|e| Failure::guardian(format!("pipe2(O_CLOEXEC) failed: {e}")))?;
     let plan = sys::ExecPlan {
         argv: &argv,
         original_mask: cfg.original_mask,
@@ -77,12 +66,12 @@ pub fn spawn(cfg: &SpawnConfig<'_>, events: &mut Events) -> Result<Spawned, Spaw
             match sys::fork() {
                 Ok(sys::Forked::Child) => sys::exec_provider(&plan),
                 Ok(parent) => parent,
-                Err(e) => return Err(SpawnError::guardian(format!("fork() failed: {e}"))),
+                Err(e) => return Err(Failure::guardian(format!("fork() failed: {e}"))),
             }
         }
         Err(e) => {
             let hint = if cfg.cgroup.is_some() { " (is the cgroup delegated to this user?)" } else { "" };
-            return Err(SpawnError::guardian(format!("clone3() failed: {e}{hint}")));
+            return Err(Failure::guardian(format!("clone3() failed: {e}{hint}")));
         }
     };
     let (pid, pidfd) = match forked {
@@ -166,26 +155,20 @@ fn read_exec_error(fd: &OwnedFd) -> Option<(u8, i32)> {
     (len == msg.len()).then(|| (msg[0], i32::from_ne_bytes([msg[1], msg[2], msg[3], msg[4]])))
 }
 
-fn exec_error(cmd: &str, (stage, errno): (u8, i32)) -> SpawnError {
+fn exec_error(cmd: &str, (stage, errno): (u8, i32)) -> Failure {
     let text = sys::errno_text(errno);
     match stage {
         b'e' if errno == libc::ENOENT || errno == libc::ENOTDIR || (errno == libc::EACCES && !in_path(cmd)) => {
-            SpawnError {
-                status: 127,
-                message: format!("cannot run '{cmd}': command not found ({text}); check the name and PATH"),
-            }
+            Failure::not_found(format!("cannot run '{cmd}': command not found ({text}); check the name and PATH"))
         }
-        b'e' => SpawnError {
-            status: 126,
-            message: format!(
-                "cannot run '{cmd}': {text}; check that it is an executable file (chmod +x) or run it through its interpreter"
-            ),
-        },
-        b'c' => SpawnError::guardian(format!(
+        b'e' => Failure::not_executable(format!(
+            "cannot run '{cmd}': {text}; check that it is an executable file (chmod +x) or run it through its interpreter"
+        )),
+        b'c' => Failure::guardian(format!(
             "the provider could not join its cgroup (write to cgroup.procs failed: {text}); check that the cgroup is delegated to this user"
         )),
-        b'p' => SpawnError::guardian(format!("setpgid() failed in the provider: {text}")),
-        _ => SpawnError::guardian(format!("restoring the signal mask failed in the provider: {text}")),
+        b'p' => Failure::guardian(format!("setpgid() failed in the provider: {text}")),
+        _ => Failure::guardian(format!("restoring the signal mask failed in the provider: {text}")),
     }
 }
 
