@@ -33,7 +33,7 @@ impl Probe {
         Probe { ok: Some(true), errno: None, detail: detail.into() }
     }
     fn fail(e: &io::Error, detail: impl Into<String>) -> Probe {
-        let errno = e.raw_os_error().map(sys::errno_name);
+        let errno = e.raw_os_error().map(crate::errno::name);
         Probe { ok: Some(false), errno, detail: format!("{}: {e}", detail.into()) }
     }
     fn failed(detail: impl Into<String>) -> Probe {
@@ -143,19 +143,13 @@ struct ChildProbes {
 /// Starts a parked child (clone3 with CLONE_PIDFD, else fork), probes pidfd_open,
 /// pidfd_send_signal (signal 0) and waitid(P_PIDFD) on it, and always kills and reaps it.
 fn probe_child() -> ChildProbes {
-    let (clone3_pidfd, forked) = match sys::clone3(None) {
-        Ok(sys::Forked::Child) => sys::park_child(),
-        Ok(sys::Forked::Parent { pid, pidfd }) => {
+    let (clone3_pidfd, forked) = match sys::spawn_parked_child(sys::Start::Clone3 { cgroup: None, extra: 0 }) {
+        Ok(sys::Child { pid, pidfd }) => {
             (Probe::pass("clone3(CLONE_PIDFD) started a child and returned its pidfd"), Ok((pid, pidfd)))
         }
         Err(e) => {
             let probe = Probe::fail(&e, "clone3(CLONE_PIDFD)");
-            let forked = match sys::fork() {
-                Ok(sys::Forked::Child) => sys::park_child(),
-                Ok(sys::Forked::Parent { pid, .. }) => Ok((pid, None)),
-                Err(e) => Err(e),
-            };
-            (probe, forked)
+            (probe, sys::spawn_parked_child(sys::Start::Fork).map(|c| (c.pid, None)))
         }
     };
     let (pid, clone_fd) = match forked {
@@ -274,7 +268,7 @@ fn cgroup_facts(request: Option<&OsStr>, me: i32) -> CgroupFacts {
         .map(|s| s.split_whitespace().map(String::from).collect());
     let judge = |req: &Request| match crate::cgroup::check_parent(&h, req) {
         Ok(p) => (Probe::pass(format!("leaves can be created in {}", p.dir.display())), Some(p)),
-        Err(u) => (Probe { ok: Some(false), errno: Some(sys::errno_name(u.errno)), detail: u.message }, None),
+        Err(u) => (Probe { ok: Some(false), errno: Some(crate::errno::name(u.errno)), detail: u.message }, None),
     };
     let (own, own_parent) = judge(&Request::Auto);
     facts.own_usable = own;
@@ -343,9 +337,8 @@ fn probe_in_leaf(leaf: &Path, rel: &str, h: &Hierarchy) -> (Probe, Probe) {
             return (Probe::untested(p.detail.clone()), p);
         }
     };
-    let (pid, pidfd) = match sys::clone3(Some(dir.as_fd())) {
-        Ok(sys::Forked::Child) => sys::park_child(),
-        Ok(sys::Forked::Parent { pid, pidfd }) => (pid, pidfd),
+    let (pid, pidfd) = match sys::spawn_parked_child(sys::Start::Clone3 { cgroup: Some(dir.as_fd()), extra: 0 }) {
+        Ok(sys::Child { pid, pidfd }) => (pid, pidfd),
         Err(e) => {
             let p = Probe::fail(&e, "clone3(CLONE_PIDFD | CLONE_INTO_CGROUP)");
             let k = if kill_path.exists() {
@@ -426,7 +419,7 @@ pub fn run(json_out: bool, request: Option<&OsString>) -> i32 {
         let _ = sys::set_default_disposition(libc::SIGCHLD);
     }
 
-    let kernel = sys::uname_release().unwrap_or_else(|e| format!("unknown ({e})"));
+    let kernel = sys::uname_release();
     let subreaper = match rustix::process::Pid::from_raw(me) {
         Some(pid) => match rustix::process::set_child_subreaper(Some(pid)) {
             Ok(()) => match rustix::process::child_subreaper() {

@@ -9,9 +9,12 @@
 //! (/proc), `spawn` (provider start), `supervise` (event loop,
 //! states, grace period), `teardown` (signalling rounds), `events` (JSON Lines), `log`.
 
+#![deny(unsafe_code)]
+
 mod cgroup;
 mod cli;
 mod doctor;
+mod errno;
 mod events;
 mod exit;
 mod log;
@@ -22,6 +25,8 @@ mod proptests;
 mod signals;
 mod spawn;
 mod supervise;
+// The one exemption: every `unsafe` block of guardian is in `sys`.
+#[allow(unsafe_code)]
 mod sys;
 mod teardown;
 mod test_hooks;
@@ -264,7 +269,7 @@ fn setup_cgroup(cli: &cli::Cli, me: i32, events: &mut Events) -> Result<Option<c
             Ok(Some(leaf))
         }
         Err(u) if req == cgroup::Request::Auto && limits.is_empty() => {
-            let errno = sys::errno_name(u.errno);
+            let errno = errno::name(u.errno);
             debug!("--cgroup auto: no usable cgroup ({}); running as a plain subreaper", u.message);
             events.emit("fallback", json!({"what": "cgroup", "errno": errno, "detail": format!("{}; running as a plain subreaper", u.message)}));
             Ok(None)
@@ -309,7 +314,7 @@ fn watch_parent(events: &mut Events, me: i32) -> Result<Option<ParentWatch>, Fai
 /// quota is exhausted, which drops the sender) is taken for parent death, and a parent that
 /// died before the prctl is noticed only when guardian's new parent is visible.
 fn watch_parent_outside(events: &mut Events) -> Result<Option<ParentWatch>, Failure> {
-    let (min, max) = sys::sigrt_range();
+    let (min, max) = signals::sigrt_range();
     let Some(sig) = (min..=max).rev().find(|&s| !sys::is_ignored(s)) else {
         warn!(
             "guardian's parent is outside its PID namespace and every real-time signal was ignored when guardian started: parent death cannot be noticed"

@@ -8,7 +8,7 @@
 
 use std::ffi::{CString, OsString};
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 
 use rustix::pipe::{PipeFlags, pipe_with};
@@ -43,41 +43,29 @@ pub fn spawn(cfg: &SpawnConfig<'_>, events: &mut Events) -> Result<Spawned, Fail
         .map(|a| CString::new(a.as_bytes()))
         .collect::<Result<_, _>>()
         .map_err(|_| Failure::guardian("an argument of COMMAND contains a NUL byte"))?;
-    let mut argv: Vec<*const libc::c_char> = args.iter().map(|a| a.as_ptr()).collect();
-    argv.push(std::ptr::null());
-    let shown = sys::lossy(&args[0]);
+    let shown = args.first().map(|a| a.to_string_lossy().into_owned()).unwrap_or_default();
 
     let (err_read, err_write) =
         pipe_with(PipeFlags::CLOEXEC).map_err(|e| Failure::guardian(format!("pipe2(O_CLOEXEC) failed: {e}")))?;
-    let plan = sys::ExecPlan {
-        argv: &argv,
-        original_mask: cfg.original_mask,
-        restore_sigchld_ignored: cfg.restore_sigchld_ignored,
-        take_terminal: cfg.take_terminal,
-        error_pipe: err_write.as_raw_fd(),
-        join_cgroup_procs: None,
-    };
+    let mut plan = sys::ExecPlan::new(&args, cfg.original_mask, err_write.as_fd());
+    plan.restore_sigchld_ignored = cfg.restore_sigchld_ignored;
+    plan.take_terminal = cfg.take_terminal;
 
-    let forked = match clone3_into_leaf(cfg.cgroup.map(|(dir, _)| dir)) {
-        Ok(f) => f,
+    let child = match clone3_into_leaf(cfg.cgroup.map(|(dir, _)| dir), &plan) {
+        Ok(child) => child,
         Err(e) if matches!(e.raw_os_error(), Some(libc::ENOSYS | libc::EPERM | libc::E2BIG)) => {
             fallback(events, "clone3", &e, "starting the provider with fork() and pidfd_open()");
-            let plan = sys::ExecPlan { join_cgroup_procs: cfg.cgroup.map(|(_, procs)| procs.as_raw_fd()), ..plan };
-            match sys::fork() {
-                Ok(sys::Forked::Child) => sys::exec_provider(&plan),
-                Ok(parent) => parent,
-                Err(e) => return Err(Failure::guardian(format!("fork() failed: {e}"))),
-            }
+            plan.join_cgroup_procs = cfg.cgroup.map(|(_, procs)| procs);
+            sys::spawn_child(sys::Start::Fork, &plan)
+                .map_err(|e| Failure::guardian(format!("fork() failed: {e}")))?
         }
         Err(e) => {
             let hint = if cfg.cgroup.is_some() { " (is the cgroup delegated to this user?)" } else { "" };
             return Err(Failure::guardian(format!("clone3() failed: {e}{hint}")));
         }
     };
-    let (pid, pidfd) = match forked {
-        sys::Forked::Child => sys::exec_provider(&plan),
-        sys::Forked::Parent { pid, pidfd } => (pid, pidfd),
-    };
+    let sys::Child { pid, pidfd } = child;
+    drop(plan);
     drop(err_write);
     // Also from the parent, so the group exists whichever side runs first (job control).
     let _ = sys::setpgid(pid, pid);
@@ -103,16 +91,16 @@ pub fn spawn(cfg: &SpawnConfig<'_>, events: &mut Events) -> Result<Spawned, Fail
 /// clone3, into the leaf if there is one; where guardian may (CAP_SYS_ADMIN), in a new cgroup
 /// namespace rooted at the leaf, so that on a cgroup2 mount with `nsdelegate` the kernel
 /// refuses the tree any move out of it. A refused namespace is retried without (debug log).
-fn clone3_into_leaf(leaf: Option<BorrowedFd<'_>>) -> io::Result<sys::Forked> {
+fn clone3_into_leaf(leaf: Option<BorrowedFd<'_>>, plan: &sys::ExecPlan<'_>) -> io::Result<sys::Child> {
     if leaf.is_some() && crate::cgroup::may_create_namespace() {
-        match sys::clone3_flags(leaf, sys::CLONE_NEWCGROUP) {
+        match sys::spawn_child(sys::Start::Clone3 { cgroup: leaf, extra: sys::CLONE_NEWCGROUP }, plan) {
             Err(e) if matches!(e.raw_os_error(), Some(libc::EPERM | libc::EINVAL | libc::ENOSPC)) => {
                 crate::debug!("clone3(CLONE_NEWCGROUP) refused ({e}); the provider shares guardian's cgroup namespace");
             }
             r => return r,
         }
     }
-    sys::clone3(leaf)
+    sys::spawn_child(sys::Start::Clone3 { cgroup: leaf, extra: 0 }, plan)
 }
 
 /// The `GUARDIAN_*` variables guardian reads its settings from (every option's `env`, and
@@ -156,7 +144,7 @@ fn read_exec_error(fd: &OwnedFd) -> Option<(u8, i32)> {
 }
 
 fn exec_error(cmd: &str, (stage, errno): (u8, i32)) -> Failure {
-    let text = sys::errno_text(errno);
+    let text = crate::errno::text(errno);
     match stage {
         b'e' if errno == libc::ENOENT || errno == libc::ENOTDIR || (errno == libc::EACCES && !in_path(cmd)) => {
             Failure::not_found(format!("cannot run '{cmd}': command not found ({text}); check the name and PATH"))
@@ -191,8 +179,8 @@ fn in_path(cmd: &str) -> bool {
 /// Reports a refused interface: a debug log line and a `fallback` event.
 pub fn fallback(events: &mut Events, what: &str, err: &io::Error, instead: &str) {
     let errno = err.raw_os_error().unwrap_or(0);
-    crate::info!("{what} refused ({}: {err}); falling back to {instead}", sys::errno_name(errno));
-    events.emit("fallback", json!({"what": what, "errno": sys::errno_name(errno), "detail": instead}));
+    crate::info!("{what} refused ({}: {err}); falling back to {instead}", crate::errno::name(errno));
+    events.emit("fallback", json!({"what": what, "errno": crate::errno::name(errno), "detail": instead}));
 }
 
 #[cfg(test)]
