@@ -2,12 +2,14 @@
 //! the guarantees need: parse options, refuse setuid, take over the events fd (so a failed
 //! setup step is reported there as an `error` event), block the handled signals, become a
 //! child subreaper, watch the parent, and only then start the provider; then probe whether
-//! pidfds may signal, and the supervise loop runs until release.
+//! pidfds may signal, and the supervise loop runs until release. Whatever ends guardian comes
+//! back here as a status or an `exit::Failure`, and `main` turns it into the exit status.
 //!
 //! Modules: `cgroup` (leaf cgroups, `sweep`), `cli` (options), `doctor` (capability check),
-//! `signals` (names, handled set), `sys` (all `unsafe`), `pidref` (process handle), `proctree`
-//! (/proc), `spawn` (provider start), `supervise` (event loop,
-//! states, grace period), `teardown` (signalling rounds), `events` (JSON Lines), `log`.
+//! `exit` (exit statuses, `Failure`), `errno` (errno names), `signals` (names, handled set),
+//! `sys` (all `unsafe`: the crate denies it elsewhere), `pidref` (process handle), `proctree`
+//! (/proc), `spawn` (provider start), `supervise` (event loop, states, grace period),
+//! `teardown` (signalling rounds), `events` (JSON Lines), `log`.
 
 #![deny(unsafe_code)]
 

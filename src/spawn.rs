@@ -56,8 +56,7 @@ pub fn spawn(cfg: &SpawnConfig<'_>, events: &mut Events) -> Result<Spawned, Fail
         Err(e) if matches!(e.raw_os_error(), Some(libc::ENOSYS | libc::EPERM | libc::E2BIG)) => {
             fallback(events, "clone3", &e, "starting the provider with fork() and pidfd_open()");
             plan.join_cgroup_procs = cfg.cgroup.map(|(_, procs)| procs);
-            sys::spawn_child(sys::Start::Fork, &plan)
-                .map_err(|e| Failure::guardian(format!("fork() failed: {e}")))?
+            sys::spawn_child(sys::Start::Fork, &plan).map_err(|e| Failure::guardian(format!("fork() failed: {e}")))?
         }
         Err(e) => {
             let hint = if cfg.cgroup.is_some() { " (is the cgroup delegated to this user?)" } else { "" };

@@ -309,3 +309,28 @@ pub fn set_pdeathsig(sig: i32) -> io::Result<()> {
     // SAFETY: plain prctl with integer arguments.
     cvt(unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, sig as libc::c_ulong, 0, 0, 0) }).map(drop)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The precondition check is real: with a second thread alive, no child is started.
+    #[test]
+    fn no_fork_while_a_second_thread_runs() {
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let other = std::thread::spawn(move || {
+            let _ = rx.recv();
+        });
+        let result = spawn_parked_child(Start::Fork);
+        drop(tx);
+        let _ = other.join();
+        match result {
+            Ok(child) => {
+                let _ = super::super::kill(child.pid, libc::SIGKILL);
+                let _ = super::super::reap_blocking(child.pid);
+                panic!("a child was forked while guardian had two threads");
+            }
+            Err(e) => assert!(e.to_string().contains("threads"), "{e}"),
+        }
+    }
+}
