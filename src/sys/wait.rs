@@ -1,8 +1,12 @@
 //! sys::wait: reaping. `waitpid` with the raw status (guardian reports exit codes and
 //! signals exactly as the kernel gave them), and `waitid(WSTOPPED | WCONTINUED)` for the
-//! provider's job-control stops, which never reaps.
+//! provider's job-control stops, which never reaps. All rustix calls; this file adds the
+//! EINTR retries and the shapes guardian's loop wants.
 
 use std::io;
+
+use rustix::io::Errno;
+use rustix::process::{Pid, WaitId, WaitIdOptions, WaitOptions};
 
 /// Raw wait status as returned by `waitpid`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -29,41 +33,38 @@ pub enum Reaped {
     NoChildren,
 }
 
+fn pid_arg(pid: i32) -> io::Result<Pid> {
+    match pid {
+        ..=0 => Err(io::Error::from_raw_os_error(libc::EINVAL)),
+        pid => Pid::from_raw(pid).ok_or_else(|| io::Error::from_raw_os_error(libc::EINVAL)),
+    }
+}
+
 /// `waitpid(-1, &status, WNOHANG)`.
 pub fn reap_one() -> io::Result<Reaped> {
-    let mut status: libc::c_int = 0;
     loop {
-        // SAFETY: status points to a live c_int.
-        let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
-        match pid {
-            0 => return Ok(Reaped::NoneReady),
-            p if p > 0 => return Ok(Reaped::Child(p, WaitStatus(status))),
-            _ => {
-                let err = io::Error::last_os_error();
-                match err.raw_os_error() {
-                    Some(libc::ECHILD) => return Ok(Reaped::NoChildren),
-                    Some(libc::EINTR) => continue,
-                    _ => return Err(err),
-                }
-            }
-        }
+        return match rustix::process::wait(WaitOptions::NOHANG) {
+            Ok(None) => Ok(Reaped::NoneReady),
+            Ok(Some((pid, status))) => Ok(Reaped::Child(pid.as_raw_nonzero().get(), WaitStatus(status.as_raw()))),
+            Err(Errno::CHILD) => Ok(Reaped::NoChildren),
+            Err(Errno::INTR) => continue,
+            Err(e) => Err(e.into()),
+        };
     }
 }
 
 /// `waitpid(pid, &status, 0)`: blocking reap of one known child (used only for a child that
-/// failed before exec, which exits at once).
+/// failed before exec, which exits at once, and for doctor's probe children).
 pub fn reap_blocking(pid: i32) -> io::Result<WaitStatus> {
-    let mut status: libc::c_int = 0;
+    let target = pid_arg(pid)?;
     loop {
-        // SAFETY: status points to a live c_int.
-        let rc = unsafe { libc::waitpid(pid, &mut status, 0) };
-        if rc == pid {
-            return Ok(WaitStatus(status));
-        }
-        let err = io::Error::last_os_error();
-        if err.raw_os_error() != Some(libc::EINTR) {
-            return Err(err);
-        }
+        return match rustix::process::waitpid(Some(target), WaitOptions::empty()) {
+            Ok(Some((_, status))) => Ok(WaitStatus(status.as_raw())),
+            // Without WNOHANG the kernel answers only once the child changed state.
+            Ok(None) => Err(io::Error::from_raw_os_error(libc::ECHILD)),
+            Err(Errno::INTR) => continue,
+            Err(e) => Err(e.into()),
+        };
     }
 }
 
@@ -80,35 +81,20 @@ pub enum JobChange {
 /// an exited child stays a zombie for `reap_one`. The caller passes an unreaped direct child,
 /// whose pid cannot be reused.
 pub fn wait_job_change(pid: i32) -> io::Result<Option<JobChange>> {
+    let target = pid_arg(pid)?;
+    let options = WaitIdOptions::STOPPED | WaitIdOptions::CONTINUED | WaitIdOptions::NOHANG;
     loop {
-        // SAFETY: info is a zeroed siginfo_t the kernel fills in; the id is a pid.
-        let (rc, info) = unsafe {
-            let mut info: libc::siginfo_t = std::mem::zeroed();
-            let rc = libc::waitid(
-                libc::P_PID,
-                pid as libc::id_t,
-                &mut info,
-                libc::WSTOPPED | libc::WCONTINUED | libc::WNOHANG,
-            );
-            (rc, info)
+        return match rustix::process::waitid(WaitId::Pid(target), options) {
+            Ok(None) | Err(Errno::CHILD) => Ok(None),
+            Ok(Some(info)) => Ok(if let Some(sig) = info.stopping_signal().or(info.trapping_signal()) {
+                Some(JobChange::Stopped(sig))
+            } else if info.continued() {
+                Some(JobChange::Continued)
+            } else {
+                None
+            }),
+            Err(Errno::INTR) => continue,
+            Err(e) => Err(e.into()),
         };
-        if rc == -1 {
-            let err = io::Error::last_os_error();
-            match err.raw_os_error() {
-                Some(libc::EINTR) => continue,
-                Some(libc::ECHILD) => return Ok(None),
-                _ => return Err(err),
-            }
-        }
-        // SAFETY: for waitid the kernel sets si_pid and si_status (0 when nothing changed).
-        let (who, status) = unsafe { (info.si_pid(), info.si_status()) };
-        if who == 0 {
-            return Ok(None);
-        }
-        return Ok(match info.si_code {
-            libc::CLD_STOPPED | libc::CLD_TRAPPED => Some(JobChange::Stopped(status)),
-            libc::CLD_CONTINUED => Some(JobChange::Continued),
-            _ => None,
-        });
     }
 }
