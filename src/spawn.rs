@@ -36,7 +36,7 @@ pub struct Spawned {
 
 /// Starts the provider; on failure nothing is left running.
 pub fn spawn(cfg: &SpawnConfig<'_>, events: &mut Events) -> Result<Spawned, Failure> {
-    scrub_environment();
+    scrub_environment()?;
     let args: Vec<CString> = cfg
         .argv
         .iter()
@@ -118,13 +118,15 @@ pub fn consumed_variables() -> Vec<String> {
 }
 
 /// Removes the variables of [`consumed_variables`] from the environment the provider inherits.
-pub fn scrub_environment() {
+pub fn scrub_environment() -> Result<(), Failure> {
     for name in consumed_variables() {
         if std::env::var_os(&name).is_some() {
             crate::debug!("{name} is not passed on to the provider");
-            sys::unset_env(&name);
+            sys::unset_env(&name)
+                .map_err(|e| Failure::guardian(format!("cannot remove {name} from the environment: {e}")))?;
         }
     }
+    Ok(())
 }
 
 /// Reads the child's (stage, errno) report; `None` means exec succeeded (EOF).

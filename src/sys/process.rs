@@ -295,11 +295,15 @@ unsafe fn exec_provider(plan: &ExecPlan<'_>) -> ! {
 
 // ---- start-up settings of guardian's own process ----
 
-/// Removes `name` from guardian's environment, which the provider inherits at exec.
-pub fn unset_env(name: &str) {
-    // SAFETY: guardian is single-threaded when it calls this (before the provider starts, and
-    // before anything could read the environment concurrently).
-    unsafe { std::env::remove_var(name) }
+/// Removes `name` from guardian's environment, which the provider inherits at exec. Like a
+/// fork, sound only while guardian has one thread (no other thread can read the environment
+/// meanwhile), which is checked first.
+pub fn unset_env(name: &str) -> io::Result<()> {
+    single_threaded()?;
+    // SAFETY: guardian has one thread (just checked), so nothing reads the environment
+    // concurrently.
+    unsafe { std::env::remove_var(name) };
+    Ok(())
 }
 
 /// `prctl(PR_SET_PDEATHSIG, sig)`: the kernel sends `sig` to guardian when the thread that

@@ -170,7 +170,7 @@ pub fn stop_self(sig: i32) -> io::Result<bool> {
 }
 
 /// Whether `sig` is pending (blocked and not yet read) for guardian.
-pub fn is_pending(sig: i32) -> io::Result<bool> {
+fn is_pending(sig: i32) -> io::Result<bool> {
     // SAFETY: set is a live sigset_t that sigpending fills; sigismember only reads it.
     unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();
