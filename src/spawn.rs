@@ -51,7 +51,7 @@ pub fn spawn(cfg: &SpawnConfig<'_>, events: &mut Events) -> Result<Spawned, Fail
     plan.restore_sigchld_ignored = cfg.restore_sigchld_ignored;
     plan.take_terminal = cfg.take_terminal;
 
-    let child = match clone3_into_leaf(cfg.cgroup.map(|(dir, _)| dir), &plan) {
+    let child = match clone3_into_leaf(cfg.cgroup.map(|(dir, _)| dir), |how| sys::spawn_child(how, &plan)) {
         Ok(child) => child,
         Err(e) if matches!(e.raw_os_error(), Some(libc::ENOSYS | libc::EPERM | libc::E2BIG)) => {
             fallback(events, "clone3", &e, "starting the provider with fork() and pidfd_open()");
@@ -90,16 +90,21 @@ pub fn spawn(cfg: &SpawnConfig<'_>, events: &mut Events) -> Result<Spawned, Fail
 /// clone3, into the leaf if there is one; where guardian may (CAP_SYS_ADMIN), in a new cgroup
 /// namespace rooted at the leaf, so that on a cgroup2 mount with `nsdelegate` the kernel
 /// refuses the tree any move out of it. A refused namespace is retried without (debug log).
-fn clone3_into_leaf(leaf: Option<BorrowedFd<'_>>, plan: &sys::ExecPlan<'_>) -> io::Result<sys::Child> {
+/// `start` starts the child: `sys::spawn_child` with the provider's plan, or
+/// `sys::spawn_parked_child` for doctor's probe of the same decision.
+pub(crate) fn clone3_into_leaf(
+    leaf: Option<BorrowedFd<'_>>,
+    start: impl Fn(sys::Start<'_>) -> io::Result<sys::Child>,
+) -> io::Result<sys::Child> {
     if leaf.is_some() && crate::cgroup::may_create_namespace() {
-        match sys::spawn_child(sys::Start::Clone3 { cgroup: leaf, extra: sys::CLONE_NEWCGROUP }, plan) {
+        match start(sys::Start::Clone3 { cgroup: leaf, extra: sys::CLONE_NEWCGROUP }) {
             Err(e) if matches!(e.raw_os_error(), Some(libc::EPERM | libc::EINVAL | libc::ENOSPC)) => {
                 crate::debug!("clone3(CLONE_NEWCGROUP) refused ({e}); the provider shares guardian's cgroup namespace");
             }
             r => return r,
         }
     }
-    sys::spawn_child(sys::Start::Clone3 { cgroup: leaf, extra: 0 }, plan)
+    start(sys::Start::Clone3 { cgroup: leaf, extra: 0 })
 }
 
 /// The `GUARDIAN_*` variables guardian reads its settings from (every option's `env`, and
