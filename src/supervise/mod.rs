@@ -123,7 +123,7 @@ impl Supervisor {
         }
     }
 
-    /// Runs until release (or until guardian gives up); returns guardian's exit status.
+    /// Runs until release (guardian's exit status) or until guardian gives up (a `Failure`).
     pub fn run(mut self) -> Result<i32, Failure> {
         loop {
             if let Some(outcome) = self.wait_and_handle() {
@@ -140,7 +140,7 @@ impl Supervisor {
         [self.state.next_deadline(), parent].into_iter().flatten().min()
     }
 
-    /// One poll and everything it woke up for. `Some(status)` once guardian is done.
+    /// One poll and everything it woke up for. `Some(outcome)` once guardian is done.
     fn wait_and_handle(&mut self) -> Option<Outcome> {
         let timeout = self.next_deadline().map(|d| d.saturating_sub(sys::monotonic()));
         let (parent_ready, out_ready, leaf_ready) = self.poll(timeout);
