@@ -2,17 +2,23 @@
 //! the guarantees need: parse options, refuse setuid, take over the events fd (so a failed
 //! setup step is reported there as an `error` event), block the handled signals, become a
 //! child subreaper, watch the parent, and only then start the provider; then probe whether
-//! pidfds may signal, and the supervise loop runs until release.
+//! pidfds may signal, and the supervise loop runs until release. Whatever ends guardian comes
+//! back here as a status or an `exit::Failure`, and `main` turns it into the exit status.
 //!
 //! Modules: `cgroup` (leaf cgroups, `sweep`), `cli` (options), `doctor` (capability check),
-//! `signals` (names, handled set), `sys` (all `unsafe`), `pidref` (process handle), `proctree`
-//! (/proc), `spawn` (provider start), `supervise` (event loop,
-//! states, grace period), `teardown` (signalling rounds), `events` (JSON Lines), `log`.
+//! `exit` (exit statuses, `Failure`), `errno` (errno names), `signals` (names, handled set),
+//! `sys` (all `unsafe`: the crate denies it elsewhere), `pidref` (process handle), `proctree`
+//! (/proc), `spawn` (provider start), `supervise` (event loop, states, grace period),
+//! `teardown` (signalling rounds), `events` (JSON Lines), `log`.
+
+#![deny(unsafe_code)]
 
 mod cgroup;
 mod cli;
 mod doctor;
+mod errno;
 mod events;
+mod exit;
 mod log;
 mod pidref;
 mod proctree;
@@ -21,6 +27,8 @@ mod proptests;
 mod signals;
 mod spawn;
 mod supervise;
+// The one exemption: every `unsafe` block of guardian is in `sys`.
+#[allow(unsafe_code)]
 mod sys;
 mod teardown;
 mod test_hooks;
@@ -30,22 +38,28 @@ use std::os::fd::{AsFd, OwnedFd};
 use clap::Parser;
 
 use crate::events::{Event, Events};
+use crate::exit::Failure;
 use crate::supervise::{ParentWatch, Settings, Supervisor};
 use crate::teardown::{Discovery, Tree};
-
-/// guardian's own failure: bad option, setup syscall failed.
-const EXIT_GUARDIAN: i32 = 125;
 
 /// Blind mode without a leaf: refused before the provider starts.
 const BLIND_REFUSAL: &str = "/proc is missing or belongs to another PID namespace and guardian is not PID 1: it could not find the provider's descendants to stop them; mount a /proc for this PID namespace, use --cgroup, or run guardian as PID 1 of the namespace";
 
+/// The one place guardian's outcome becomes its exit status: a status to exit with, or a
+/// [`Failure`] whose one-line message is printed first (`exit` names the statuses).
 fn main() {
-    let code = run();
+    let code = match run() {
+        Ok(code) => code,
+        Err(Failure { status, message }) => {
+            fatal!("{message}");
+            status
+        }
+    };
     log::finish();
     std::process::exit(code);
 }
 
-fn run() -> i32 {
+fn run() -> Result<i32, Failure> {
     let cli = match cli::Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => return usage_error(e),
@@ -55,35 +69,22 @@ fn run() -> i32 {
         return match sub {
             cli::Sub::Sweep { cgroup, leaf } => cgroup::sweep(cgroup.as_deref(), leaf.as_deref()),
             // The subcommand's --cgroup, else the one guardian itself would use (GUARDIAN_CGROUP).
-            cli::Sub::Doctor { json, cgroup } => doctor::run(*json, cgroup.as_ref().or(cli.cgroup.as_ref())),
+            cli::Sub::Doctor { json, cgroup } => Ok(doctor::run(*json, cgroup.as_ref().or(cli.cgroup.as_ref()))),
         };
     }
-    match setup_and_supervise(cli) {
-        Ok(code) => code,
-        Err((code, msg)) => {
-            fatal!("{msg}");
-            code
-        }
-    }
+    setup_and_supervise(cli)
 }
 
-fn usage_error(e: clap::Error) -> i32 {
+fn usage_error(e: clap::Error) -> Result<i32, Failure> {
     use clap::error::ErrorKind;
     if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
         let _ = e.print();
-        return 0;
+        return Ok(0);
     }
     let text = e.to_string();
     let first = text.lines().next().unwrap_or("invalid command line");
     let first = first.strip_prefix("error: ").unwrap_or(first);
-    fatal!("{first}; see 'guardian --help'");
-    EXIT_GUARDIAN
-}
-
-type Failure = (i32, String);
-
-fn fail(msg: String) -> Failure {
-    (EXIT_GUARDIAN, msg)
+    Err(Failure::guardian(format!("{first}; see 'guardian --help'")))
 }
 
 /// What setup produced for the supervise loop.
@@ -108,14 +109,15 @@ fn start(cli: &cli::Cli, me: i32, events: &mut Events) -> Result<Started, Failur
             signals::name(cli.stop_signal)
         );
     }
-    let signals::Setup { sigfd, original_mask, sigchld_ignored } = signals::setup(cli.stop_signal).map_err(fail)?;
+    let signals::Setup { sigfd, original_mask, sigchld_ignored } =
+        signals::setup(cli.stop_signal).map_err(Failure::guardian)?;
     test_hooks::fault_after_signal_setup();
 
     // 3. Subreaper before the provider exists, so every orphan of its tree comes to us.
     rustix::process::set_child_subreaper(Some(
-        rustix::process::Pid::from_raw(me).ok_or_else(|| fail("bad pid".into()))?,
+        rustix::process::Pid::from_raw(me).ok_or_else(|| Failure::guardian("bad pid"))?,
     ))
-    .map_err(|e| fail(format!("prctl(PR_SET_CHILD_SUBREAPER) failed: {e}")))?;
+    .map_err(|e| Failure::guardian(format!("prctl(PR_SET_CHILD_SUBREAPER) failed: {e}")))?;
 
     // 4. Parent watch: pidfd on the parent, re-checked after opening; PR_SET_PDEATHSIG when
     //    the parent is outside guardian's PID namespace.
@@ -137,7 +139,7 @@ fn start(cli: &cli::Cli, me: i32, events: &mut Events) -> Result<Started, Failur
     // without one guardian would leave orphans behind, so it refuses before starting anything.
     if discovery == Discovery::Blind {
         if leaf.is_none() {
-            return Err(fail(BLIND_REFUSAL.into()));
+            return Err(Failure::guardian(BLIND_REFUSAL));
         }
         debug!("/proc is missing or belongs to another PID namespace: the leaf cgroup finds the descendants");
         events.emit(Event::Fallback {
@@ -158,7 +160,7 @@ fn start(cli: &cli::Cli, me: i32, events: &mut Events) -> Result<Started, Failur
         take_terminal,
         cgroup: leaf.as_ref().map(|l| (l.dir_fd(), l.procs_fd())),
     };
-    let spawned = spawn::spawn(&cfg, events).map_err(|e| (e.status, e.message))?;
+    let spawned = spawn::spawn(&cfg, events)?;
 
     // 9. Can pidfds signal? A pidfd on guardian itself, or else on the provider (its unreaped
     //    child), both always permitted targets, tells a refused interface from a denied target.
@@ -175,9 +177,8 @@ fn start(cli: &cli::Cli, me: i32, events: &mut Events) -> Result<Started, Failur
 
 fn setup_and_supervise(cli: cli::Cli) -> Result<i32, Failure> {
     if sys::is_setid() {
-        return Err(fail(
-            "refusing to run setuid/setgid (real and effective ids differ); install guardian without the set-id bit"
-                .into(),
+        return Err(Failure::guardian(
+            "refusing to run setuid/setgid (real and effective ids differ); install guardian without the set-id bit",
         ));
     }
     let me = std::process::id() as i32;
@@ -191,7 +192,7 @@ fn setup_and_supervise(cli: cli::Cli) -> Result<i32, Failure> {
     //    otherwise reuse a closed number the caller named), and before the provider could
     //    inherit it.
     let (mut events, events_note) = match cli.events_fd {
-        Some(n) => Events::open(n).map_err(fail)?,
+        Some(n) => Events::open(n).map_err(Failure::guardian)?,
         None => (Events::disabled(), None),
     };
     // Diagnostics never block guardian from here on (a stderr pipe nobody reads); nothing is
@@ -206,10 +207,10 @@ fn setup_and_supervise(cli: cli::Cli) -> Result<i32, Failure> {
 
     let Started { sigfd, parent, discovery, proc, leaf, spawned, take_terminal } = match start(&cli, me, &mut events) {
         Ok(started) => started,
-        Err((status, message)) => {
-            events.emit(Event::Error { status, message: message.clone(), abandoned: None });
+        Err(failure) => {
+            events.emit(Event::Error { status: failure.status, message: failure.message.clone(), abandoned: None });
             events.close(std::time::Duration::from_secs(1));
-            return Err((status, message));
+            return Err(failure);
         }
     };
     let mode = match (&leaf, me == 1) {
@@ -245,7 +246,7 @@ fn setup_and_supervise(cli: cli::Cli) -> Result<i32, Failure> {
     let sup = Supervisor::new(settings, sigfd, spawned.provider, spawned.pgid, parent, events, tree, take_terminal);
     // Everything start-up needed is done: hand its heap and stack pages back before idling.
     sys::release_startup_memory();
-    Ok(sup.run())
+    sup.run()
 }
 
 /// `--cgroup auto|PATH`: creates the provider's leaf. An explicit PATH that cannot be used,
@@ -259,8 +260,8 @@ fn setup_cgroup(cli: &cli::Cli, me: i32, events: &mut Events) -> Result<Option<c
     };
     let Some(arg) = &cli.cgroup else {
         if !limits.is_empty() {
-            return Err(fail(
-                "--memory-max, --pids-max and --cpu-max need --cgroup auto|PATH (limits are written to the provider's leaf cgroup)".into(),
+            return Err(Failure::guardian(
+                "--memory-max, --pids-max and --cpu-max need --cgroup auto|PATH (limits are written to the provider's leaf cgroup)",
             ));
         }
         return Ok(None);
@@ -280,7 +281,7 @@ fn setup_cgroup(cli: &cli::Cli, me: i32, events: &mut Events) -> Result<Option<c
             Ok(Some(leaf))
         }
         Err(u) if req == cgroup::Request::Auto && limits.is_empty() => {
-            let errno = sys::errno_name(u.errno);
+            let errno = errno::name(u.errno);
             debug!("--cgroup auto: no usable cgroup ({}); running as a plain subreaper", u.message);
             events.emit(Event::Fallback {
                 what: "cgroup".into(),
@@ -289,7 +290,7 @@ fn setup_cgroup(cli: &cli::Cli, me: i32, events: &mut Events) -> Result<Option<c
             });
             Ok(None)
         }
-        Err(u) => Err(fail(format!("--cgroup {}: {}", arg.to_string_lossy(), u.message))),
+        Err(u) => Err(Failure::guardian(format!("--cgroup {}: {}", arg.to_string_lossy(), u.message))),
     }
 }
 
@@ -313,7 +314,7 @@ fn watch_parent(events: &mut Events, me: i32) -> Result<Option<ParentWatch>, Fai
     };
     let now = rustix::process::getppid().map(|p| p.as_raw_nonzero().get());
     if now != Some(ppid) {
-        return Err(fail(format!(
+        return Err(Failure::guardian(format!(
             "the parent process ({ppid}) exited before the provider could start; nothing was started"
         )));
     }
@@ -329,7 +330,7 @@ fn watch_parent(events: &mut Events, me: i32) -> Result<Option<ParentWatch>, Fai
 /// quota is exhausted, which drops the sender) is taken for parent death, and a parent that
 /// died before the prctl is noticed only when guardian's new parent is visible.
 fn watch_parent_outside(events: &mut Events) -> Result<Option<ParentWatch>, Failure> {
-    let (min, max) = sys::sigrt_range();
+    let (min, max) = signals::sigrt_range();
     let Some(sig) = (min..=max).rev().find(|&s| !sys::is_ignored(s)) else {
         warn!(
             "guardian's parent is outside its PID namespace and every real-time signal was ignored when guardian started: parent death cannot be noticed"
@@ -343,7 +344,7 @@ fn watch_parent_outside(events: &mut Events) -> Result<Option<ParentWatch>, Fail
     };
     let name = if sig == max { "SIGRTMAX".to_string() } else { signals::name(sig) };
     if let Err(e) = sys::set_pdeathsig(sig) {
-        return Err(fail(format!(
+        return Err(Failure::guardian(format!(
             "guardian's parent is outside its PID namespace and prctl(PR_SET_PDEATHSIG) failed: {e}; start guardian from a process inside its PID namespace, or pass --no-parent-watch"
         )));
     }
@@ -351,7 +352,7 @@ fn watch_parent_outside(events: &mut Events) -> Result<Option<ParentWatch>, Fail
     // is in guardian's namespace (its init or a subreaper there).
     if let Some(now) = rustix::process::getppid() {
         let _ = sys::set_pdeathsig(0);
-        return Err(fail(format!(
+        return Err(Failure::guardian(format!(
             "the parent process exited before the provider could start (guardian now has parent {}); nothing was started",
             now.as_raw_nonzero()
         )));

@@ -113,7 +113,7 @@ proptest! {
 
     #[test]
     fn signal_round_trip(sig in 1i32..=64) {
-        let (min, max) = crate::sys::sigrt_range();
+        let (min, max) = crate::signals::sigrt_range();
         prop_assume!(sig <= max && (sig <= 31 || sig >= min));
         prop_assert_eq!(signals::parse(&signals::name(sig)), Ok(sig));
         prop_assert_eq!(signals::parse(&signals::name(sig).to_ascii_lowercase()), Ok(sig));

@@ -50,12 +50,18 @@ const NAMES: &[(&str, i32)] = &[
 /// SIGSEGV, without the runtime's "has overflowed its stack" line (blocking alone loses it too).
 const RUNTIME_HANDLED: [i32; 2] = [libc::SIGSEGV, libc::SIGBUS];
 
+/// `SIGRTMIN` and `SIGRTMAX` of the C library guardian runs on (glibc reserves 32 and 33,
+/// musl 32 to 34).
+pub fn sigrt_range() -> (i32, i32) {
+    (libc::SIGRTMIN(), libc::SIGRTMAX())
+}
+
 /// "SIGTERM", "SIGRTMIN+3", or "SIG42" for anything unnamed.
 pub fn name(sig: i32) -> String {
     if let Some((n, _)) = NAMES.iter().find(|(_, s)| *s == sig) {
         return format!("SIG{n}");
     }
-    let (min, max) = sys::sigrt_range();
+    let (min, max) = sigrt_range();
     if sig == min {
         "SIGRTMIN".into()
     } else if sig > min && sig <= max {
@@ -70,12 +76,12 @@ pub fn parse(text: &str) -> Result<i32, String> {
     let bad = || {
         format!(
             "unknown signal '{text}': use a name such as TERM, INT, HUP, USR1, RTMIN+2 or a number from 1 to {}",
-            sys::sigrt_range().1
+            sigrt_range().1
         )
     };
     let t = text.trim();
     if let Ok(n) = t.parse::<i32>() {
-        let (_, max) = sys::sigrt_range();
+        let (_, max) = sigrt_range();
         return if (1..=max).contains(&n) { Ok(n) } else { Err(bad()) };
     }
     let upper = t.to_ascii_uppercase();
@@ -83,7 +89,7 @@ pub fn parse(text: &str) -> Result<i32, String> {
     if let Some((_, s)) = NAMES.iter().find(|(n, _)| *n == bare) {
         return Ok(*s);
     }
-    let (min, max) = sys::sigrt_range();
+    let (min, max) = sigrt_range();
     let rt = |base: i32, rest: &str| -> Option<i32> {
         if rest.is_empty() {
             return Some(base);
@@ -134,7 +140,7 @@ pub fn parse(text: &str) -> Result<i32, String> {
 /// Only SIGKILL and SIGSTOP, which no process can block, are left out.
 pub fn handled(ignored_at_start: &dyn Fn(i32) -> bool) -> sys::SigSet {
     let mut set = sys::SigSet::empty();
-    let (_, max) = sys::sigrt_range();
+    let (_, max) = sigrt_range();
     for sig in 1..=max {
         if is_uncatchable(sig) {
             continue;
@@ -155,7 +161,7 @@ fn is_uncatchable(sig: i32) -> bool {
 /// 32-34); they have no name.
 #[cfg(test)]
 fn is_libc_reserved(sig: i32) -> bool {
-    sig > 31 && sig < sys::sigrt_range().0
+    sig > 31 && sig < sigrt_range().0
 }
 
 /// Whether a signal guardian received is passed on to the provider: all but SIGCHLD (the

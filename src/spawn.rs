@@ -8,26 +8,15 @@
 
 use std::ffi::{CString, OsString};
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 
 use rustix::pipe::{PipeFlags, pipe_with};
 
 use crate::events::{Event, Events};
+use crate::exit::Failure;
 use crate::pidref::PidRef;
 use crate::sys;
-
-/// Why the provider could not be started, with guardian's exit status.
-pub struct SpawnError {
-    pub status: i32,
-    pub message: String,
-}
-
-impl SpawnError {
-    fn guardian(message: String) -> SpawnError {
-        SpawnError { status: 125, message }
-    }
-}
 
 pub struct SpawnConfig<'a> {
     pub argv: &'a [OsString],
@@ -45,49 +34,36 @@ pub struct Spawned {
 }
 
 /// Starts the provider; on failure nothing is left running.
-pub fn spawn(cfg: &SpawnConfig<'_>, events: &mut Events) -> Result<Spawned, SpawnError> {
-    scrub_environment();
+pub fn spawn(cfg: &SpawnConfig<'_>, events: &mut Events) -> Result<Spawned, Failure> {
+    scrub_environment()?;
     let args: Vec<CString> = cfg
         .argv
         .iter()
         .map(|a| CString::new(a.as_bytes()))
         .collect::<Result<_, _>>()
-        .map_err(|_| SpawnError::guardian("an argument of COMMAND contains a NUL byte".into()))?;
-    let mut argv: Vec<*const libc::c_char> = args.iter().map(|a| a.as_ptr()).collect();
-    argv.push(std::ptr::null());
-    let shown = sys::lossy(&args[0]);
+        .map_err(|_| Failure::guardian("an argument of COMMAND contains a NUL byte"))?;
+    let shown = args.first().map(|a| a.to_string_lossy().into_owned()).unwrap_or_default();
 
     let (err_read, err_write) =
-        pipe_with(PipeFlags::CLOEXEC).map_err(|e| SpawnError::guardian(format!("pipe2(O_CLOEXEC) failed: {e}")))?;
-    let plan = sys::ExecPlan {
-        argv: &argv,
-        original_mask: cfg.original_mask,
-        restore_sigchld_ignored: cfg.restore_sigchld_ignored,
-        take_terminal: cfg.take_terminal,
-        error_pipe: err_write.as_raw_fd(),
-        join_cgroup_procs: None,
-    };
+        pipe_with(PipeFlags::CLOEXEC).map_err(|e| Failure::guardian(format!("pipe2(O_CLOEXEC) failed: {e}")))?;
+    let mut plan = sys::ExecPlan::new(&args, cfg.original_mask, err_write.as_fd());
+    plan.restore_sigchld_ignored = cfg.restore_sigchld_ignored;
+    plan.take_terminal = cfg.take_terminal;
 
-    let forked = match clone3_into_leaf(cfg.cgroup.map(|(dir, _)| dir)) {
-        Ok(f) => f,
+    let child = match clone3_into_leaf(cfg.cgroup.map(|(dir, _)| dir), |how| sys::spawn_child(how, &plan)) {
+        Ok(child) => child,
         Err(e) if matches!(e.raw_os_error(), Some(libc::ENOSYS | libc::EPERM | libc::E2BIG)) => {
             fallback(events, "clone3", &e, "starting the provider with fork() and pidfd_open()");
-            let plan = sys::ExecPlan { join_cgroup_procs: cfg.cgroup.map(|(_, procs)| procs.as_raw_fd()), ..plan };
-            match sys::fork() {
-                Ok(sys::Forked::Child) => sys::exec_provider(&plan),
-                Ok(parent) => parent,
-                Err(e) => return Err(SpawnError::guardian(format!("fork() failed: {e}"))),
-            }
+            plan.join_cgroup_procs = cfg.cgroup.map(|(_, procs)| procs);
+            sys::spawn_child(sys::Start::Fork, &plan).map_err(|e| Failure::guardian(format!("fork() failed: {e}")))?
         }
         Err(e) => {
             let hint = if cfg.cgroup.is_some() { " (is the cgroup delegated to this user?)" } else { "" };
-            return Err(SpawnError::guardian(format!("clone3() failed: {e}{hint}")));
+            return Err(Failure::guardian(format!("clone3() failed: {e}{hint}")));
         }
     };
-    let (pid, pidfd) = match forked {
-        sys::Forked::Child => sys::exec_provider(&plan),
-        sys::Forked::Parent { pid, pidfd } => (pid, pidfd),
-    };
+    let sys::Child { pid, pidfd } = child;
+    drop(plan);
     drop(err_write);
     // Also from the parent, so the group exists whichever side runs first (job control).
     let _ = sys::setpgid(pid, pid);
@@ -113,16 +89,21 @@ pub fn spawn(cfg: &SpawnConfig<'_>, events: &mut Events) -> Result<Spawned, Spaw
 /// clone3, into the leaf if there is one; where guardian may (CAP_SYS_ADMIN), in a new cgroup
 /// namespace rooted at the leaf, so that on a cgroup2 mount with `nsdelegate` the kernel
 /// refuses the tree any move out of it. A refused namespace is retried without (debug log).
-pub(crate) fn clone3_into_leaf(leaf: Option<BorrowedFd<'_>>) -> io::Result<sys::Forked> {
+/// `start` starts the child: `sys::spawn_child` with the provider's plan, or
+/// `sys::spawn_parked_child` for doctor's probe of the same decision.
+pub(crate) fn clone3_into_leaf(
+    leaf: Option<BorrowedFd<'_>>,
+    start: impl Fn(sys::Start<'_>) -> io::Result<sys::Child>,
+) -> io::Result<sys::Child> {
     if leaf.is_some() && crate::cgroup::may_create_namespace() {
-        match sys::clone3_flags(leaf, sys::CLONE_NEWCGROUP) {
+        match start(sys::Start::Clone3 { cgroup: leaf, extra: sys::CLONE_NEWCGROUP }) {
             Err(e) if matches!(e.raw_os_error(), Some(libc::EPERM | libc::EINVAL | libc::ENOSPC)) => {
                 crate::debug!("clone3(CLONE_NEWCGROUP) refused ({e}); the provider shares guardian's cgroup namespace");
             }
             r => return r,
         }
     }
-    sys::clone3(leaf)
+    start(sys::Start::Clone3 { cgroup: leaf, extra: 0 })
 }
 
 /// The `GUARDIAN_*` variables guardian reads its settings from (every option's `env`, and
@@ -141,13 +122,15 @@ pub fn consumed_variables() -> Vec<String> {
 }
 
 /// Removes the variables of [`consumed_variables`] from the environment the provider inherits.
-pub fn scrub_environment() {
+pub fn scrub_environment() -> Result<(), Failure> {
     for name in consumed_variables() {
         if std::env::var_os(&name).is_some() {
             crate::debug!("{name} is not passed on to the provider");
-            sys::unset_env(&name);
+            sys::unset_env(&name)
+                .map_err(|e| Failure::guardian(format!("cannot remove {name} from the environment: {e}")))?;
         }
     }
+    Ok(())
 }
 
 /// Reads the child's (stage, errno) report; `None` means exec succeeded (EOF).
@@ -165,26 +148,20 @@ fn read_exec_error(fd: &OwnedFd) -> Option<(u8, i32)> {
     (len == msg.len()).then(|| (msg[0], i32::from_ne_bytes([msg[1], msg[2], msg[3], msg[4]])))
 }
 
-fn exec_error(cmd: &str, (stage, errno): (u8, i32)) -> SpawnError {
-    let text = sys::errno_text(errno);
+fn exec_error(cmd: &str, (stage, errno): (u8, i32)) -> Failure {
+    let text = crate::errno::text(errno);
     match stage {
         b'e' if errno == libc::ENOENT || errno == libc::ENOTDIR || (errno == libc::EACCES && !in_path(cmd)) => {
-            SpawnError {
-                status: 127,
-                message: format!("cannot run '{cmd}': command not found ({text}); check the name and PATH"),
-            }
+            Failure::not_found(format!("cannot run '{cmd}': command not found ({text}); check the name and PATH"))
         }
-        b'e' => SpawnError {
-            status: 126,
-            message: format!(
-                "cannot run '{cmd}': {text}; check that it is an executable file (chmod +x) or run it through its interpreter"
-            ),
-        },
-        b'c' => SpawnError::guardian(format!(
+        b'e' => Failure::not_executable(format!(
+            "cannot run '{cmd}': {text}; check that it is an executable file (chmod +x) or run it through its interpreter"
+        )),
+        b'c' => Failure::guardian(format!(
             "the provider could not join its cgroup (write to cgroup.procs failed: {text}); check that the cgroup is delegated to this user"
         )),
-        b'p' => SpawnError::guardian(format!("setpgid() failed in the provider: {text}")),
-        _ => SpawnError::guardian(format!("restoring the signal mask failed in the provider: {text}")),
+        b'p' => Failure::guardian(format!("setpgid() failed in the provider: {text}")),
+        _ => Failure::guardian(format!("restoring the signal mask failed in the provider: {text}")),
     }
 }
 
@@ -207,8 +184,8 @@ fn in_path(cmd: &str) -> bool {
 /// Reports a refused interface: a debug log line and a `fallback` event.
 pub fn fallback(events: &mut Events, what: &str, err: &io::Error, instead: &str) {
     let errno = err.raw_os_error().unwrap_or(0);
-    crate::info!("{what} refused ({}: {err}); falling back to {instead}", sys::errno_name(errno));
-    events.emit(Event::Fallback { what: what.into(), errno: sys::errno_name(errno).into(), detail: instead.into() });
+    crate::info!("{what} refused ({}: {err}); falling back to {instead}", crate::errno::name(errno));
+    events.emit(Event::Fallback { what: what.into(), errno: crate::errno::name(errno).into(), detail: instead.into() });
 }
 
 #[cfg(test)]

@@ -263,7 +263,7 @@ impl Tree {
                 crate::warn!(
                     "writing {}/cgroup.kill failed: {e} ({})",
                     leaf.path.display(),
-                    sys::errno_name(e.raw_os_error().unwrap_or(0))
+                    crate::errno::name(e.raw_os_error().unwrap_or(0))
                 );
                 return 0;
             }

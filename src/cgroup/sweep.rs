@@ -11,6 +11,7 @@ use std::time::Duration;
 use super::leaf::{Killed, kill, remove_tree, wait_empty};
 use super::mount::{Hierarchy, check_cgroup2_dir, events_populated};
 use super::{guardian_alive, parse_leaf_name};
+use crate::exit::Failure;
 use crate::proctree::Proc;
 
 /// How long sweep waits for a killed leaf to empty, re-killing once a second (a process
@@ -25,30 +26,23 @@ enum Swept {
 
 /// `guardian sweep`: every `guardian-<pid>-<start>` leaf below `path` (default: guardian's
 /// own cgroup), or only `leaf`, whose guardian is dead is killed and removed. Returns the
-/// exit status: 0 when nothing failed (and, with `leaf`, the leaf is gone), 1 otherwise,
-/// 125 when sweep cannot run.
-pub fn sweep(path: Option<&OsStr>, leaf: Option<&OsStr>) -> i32 {
-    let h = match Hierarchy::find() {
-        Ok(h) => h,
-        Err(m) => {
-            crate::fatal!("sweep: {m}");
-            return 125;
-        }
-    };
+/// exit status: 0 when nothing failed (and, with `leaf`, the leaf is gone), 1 otherwise; a
+/// [`Failure`] (125) when sweep cannot run.
+pub fn sweep(path: Option<&OsStr>, leaf: Option<&OsStr>) -> Result<i32, Failure> {
+    let h = Hierarchy::find().map_err(|m| Failure::guardian(format!("sweep: {m}")))?;
     let (parent, only) = match (leaf, path) {
         (Some(l), _) => {
             let l = PathBuf::from(l);
             let name = l.file_name().and_then(|n| n.to_str()).map(String::from);
             if name.as_deref().and_then(parse_leaf_name).is_none() {
-                crate::fatal!(
+                return Err(Failure::guardian(format!(
                     "sweep: {} is not a guardian leaf (guardian-<pid>-<start>); pass the path the spawned event names",
                     l.display()
-                );
-                return 125;
+                )));
             }
             if !l.exists() {
                 println!("sweep {}: already removed", l.display());
-                return 0;
+                return Ok(0);
             }
             (l.parent().map(Path::to_path_buf).unwrap_or_default(), name)
         }
@@ -56,25 +50,17 @@ pub fn sweep(path: Option<&OsStr>, leaf: Option<&OsStr>) -> i32 {
         (None, None) => (h.own_dir.clone(), None),
     };
     if let Err(u) = check_cgroup2_dir(&parent) {
-        crate::fatal!("sweep: {}", u.message);
-        return 125;
+        return Err(Failure::guardian(format!("sweep: {}", u.message)));
     }
     let rel_parent = h.relative(&parent);
-    let mut proc = match Proc::open() {
-        Ok(p) => p,
-        Err(e) => {
-            crate::fatal!("sweep: cannot open /proc: {e}; without it no guardian can be told alive or dead");
-            return 125;
-        }
-    };
+    let mut proc = Proc::open().map_err(|e| {
+        Failure::guardian(format!("sweep: cannot open /proc: {e}; without it no guardian can be told alive or dead"))
+    })?;
     let mut names: Vec<String> = match &only {
         Some(n) => vec![n.clone()],
         None => match fs::read_dir(&parent) {
             Ok(rd) => rd.filter_map(|e| e.ok()).filter_map(|e| e.file_name().to_str().map(String::from)).collect(),
-            Err(e) => {
-                crate::fatal!("sweep: cannot list {}: {e}", parent.display());
-                return 125;
-            }
+            Err(e) => return Err(Failure::guardian(format!("sweep: cannot list {}: {e}", parent.display()))),
         },
     };
     names.sort();
@@ -104,7 +90,7 @@ pub fn sweep(path: Option<&OsStr>, leaf: Option<&OsStr>) -> i32 {
     let _ =
         writeln!(out, "sweep {}: {removed} removed, {live} kept (guardian alive), {failed} failed", parent.display());
     let kept_named = only.is_some() && live > 0;
-    if failed > 0 || kept_named { 1 } else { 0 }
+    Ok(if failed > 0 || kept_named { 1 } else { 0 })
 }
 
 fn sweep_one(proc: &mut Proc, dir: &Path, rel: &str, pid: i32, start: u64) -> Swept {

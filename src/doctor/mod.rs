@@ -63,7 +63,7 @@ impl Facts {
         if sys::is_ignored(libc::SIGCHLD) {
             let _ = sys::set_default_disposition(libc::SIGCHLD);
         }
-        let kernel = sys::uname_release().unwrap_or_else(|e| format!("unknown ({e})"));
+        let kernel = sys::uname_release();
         let subreaper = probes::subreaper(me);
         let signalfd = probes::signalfd();
         let child = probes::probe_child();

@@ -34,7 +34,7 @@ impl Probe {
     /// A call failed with an error: its errno name is recorded, `call` and the error text
     /// make the detail.
     pub fn call_failed(e: &io::Error, call: impl Into<String>) -> Probe {
-        let errno = e.raw_os_error().map(sys::errno_name);
+        let errno = e.raw_os_error().map(crate::errno::name);
         Probe { ok: Some(false), errno, detail: format!("{}: {e}", call.into()) }
     }
     /// The calls succeeded (or there was none to make) but the outcome is not what guardian
@@ -44,7 +44,7 @@ impl Probe {
     }
     /// A failure that carries an errno without an `io::Error` (`cgroup::Unusable`).
     pub fn refused(errno: i32, detail: impl Into<String>) -> Probe {
-        Probe { ok: Some(false), errno: Some(sys::errno_name(errno)), detail: detail.into() }
+        Probe { ok: Some(false), errno: Some(crate::errno::name(errno)), detail: detail.into() }
     }
     /// Could not be tried: `detail` says why.
     pub fn untested(detail: impl Into<String>) -> Probe {
@@ -99,19 +99,13 @@ pub(super) struct ChildProbes {
 /// pidfd_send_signal (signal 0), the pidfd's identity check (`PIDFD_GET_INFO`, else fdinfo),
 /// the `children`-file walk and waitid(P_PIDFD) on it; always kills and reaps it.
 pub(super) fn probe_child() -> ChildProbes {
-    let (clone3_pidfd, forked) = match sys::clone3(None) {
-        Ok(sys::Forked::Child) => sys::park_child(),
-        Ok(sys::Forked::Parent { pid, pidfd }) => {
+    let (clone3_pidfd, forked) = match sys::spawn_parked_child(sys::Start::Clone3 { cgroup: None, extra: 0 }) {
+        Ok(sys::Child { pid, pidfd }) => {
             (Probe::pass("clone3(CLONE_PIDFD) started a child and returned its pidfd"), Ok((pid, pidfd)))
         }
         Err(e) => {
             let probe = Probe::call_failed(&e, "clone3(CLONE_PIDFD)");
-            let forked = match sys::fork() {
-                Ok(sys::Forked::Child) => sys::park_child(),
-                Ok(sys::Forked::Parent { pid, .. }) => Ok((pid, None)),
-                Err(e) => Err(e),
-            };
-            (probe, forked)
+            (probe, sys::spawn_parked_child(sys::Start::Fork).map(|c| (c.pid, None)))
         }
     };
     let (pid, clone_fd) = match forked {
@@ -294,9 +288,8 @@ fn probe_in_leaf(leaf: &Path, rel: &str, h: &Hierarchy) -> (Probe, Probe, Probe)
             return (Probe::untested(p.detail.clone()), Probe::untested(p.detail.clone()), p);
         }
     };
-    let (pid, pidfd) = match crate::spawn::clone3_into_leaf(Some(dir.as_fd())) {
-        Ok(sys::Forked::Child) => sys::park_child(),
-        Ok(sys::Forked::Parent { pid, pidfd }) => (pid, pidfd),
+    let (pid, pidfd) = match crate::spawn::clone3_into_leaf(Some(dir.as_fd()), sys::spawn_parked_child) {
+        Ok(sys::Child { pid, pidfd }) => (pid, pidfd),
         Err(e) => {
             let p = Probe::call_failed(&e, "clone3(CLONE_PIDFD | CLONE_INTO_CGROUP)");
             let ns = Probe::untested(p.detail.clone());
@@ -396,7 +389,7 @@ pub(super) fn parent_watch(me: i32) -> (ParentWatch, Probe) {
         };
     }
     let outside = "the parent is outside this PID namespace (getppid() is 0)";
-    let (min, max) = sys::sigrt_range();
+    let (min, max) = crate::signals::sigrt_range();
     let Some(sig) = (min..=max).rev().find(|&s| !sys::is_ignored(s)) else {
         return (ParentWatch::Unwatched, Probe::fell_short(format!("{outside} and every real-time signal is ignored")));
     };

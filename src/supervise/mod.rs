@@ -18,11 +18,15 @@ use rustix::event::{PollFd, PollFlags};
 
 use crate::cli::ForwardTo;
 use crate::events::{Abandoned, Event, Events, Released, Signal, Usage};
+use crate::exit::{self, Failure};
 use crate::pidref::PidRef;
 use crate::signals;
 use crate::sys::{self, JobChange, Reaped, WaitStatus};
 use crate::teardown::{Discovery, Phase as RoundPhase, Tree};
 use state::{Action, Config, Foreground, Happened, State, Terminal};
+
+/// How the loop ends: released with guardian's exit status, or given up (125).
+type Outcome = Result<i32, Failure>;
 
 /// Interval of the bounded parent check when the parent's pidfd could not be opened.
 const PARENT_POLL: Duration = Duration::from_millis(250);
@@ -121,11 +125,11 @@ impl Supervisor {
         }
     }
 
-    /// Runs until release (or until guardian gives up); returns guardian's exit status.
-    pub fn run(mut self) -> i32 {
+    /// Runs until release (guardian's exit status) or until guardian gives up (a `Failure`).
+    pub fn run(mut self) -> Result<i32, Failure> {
         loop {
-            if let Some(code) = self.wait_and_handle() {
-                return code;
+            if let Some(outcome) = self.wait_and_handle() {
+                return outcome;
             }
         }
     }
@@ -138,8 +142,8 @@ impl Supervisor {
         [self.state.next_deadline(), parent].into_iter().flatten().min()
     }
 
-    /// One poll and everything it woke up for. `Some(status)` once guardian is done.
-    fn wait_and_handle(&mut self) -> Option<i32> {
+    /// One poll and everything it woke up for. `Some(outcome)` once guardian is done.
+    fn wait_and_handle(&mut self) -> Option<Outcome> {
         let timeout = self.next_deadline().map(|d| d.saturating_sub(sys::monotonic()));
         let (parent_ready, out_ready, leaf_ready) = self.poll(timeout);
         // Signals first (they may request a stop), then reaping (it may find the provider's
@@ -215,7 +219,7 @@ impl Supervisor {
     }
 
     /// Feeds one observation to the state machine and carries out its actions.
-    fn handle(&mut self, what: Happened) -> Option<i32> {
+    fn handle(&mut self, what: Happened) -> Option<Outcome> {
         let before = self.state.phase();
         let actions = self.state.on(what, sys::monotonic());
         if self.state.phase() != before {
@@ -230,7 +234,7 @@ impl Supervisor {
         done
     }
 
-    fn act(&mut self, action: Action) -> Option<i32> {
+    fn act(&mut self, action: Action) -> Option<Outcome> {
         match action {
             Action::Forward(sig) => self.forward(sig),
             // As PID 1 without the namespace's own /proc, a timeout's or parent death's round is
@@ -306,14 +310,14 @@ impl Supervisor {
                     }
                 }
             }
-            Action::Release { code } => return Some(self.release(code)),
-            Action::Abandon => return Some(self.abandon()),
+            Action::Release { code } => return Some(Ok(self.release(code))),
+            Action::Abandon => return Some(Err(self.abandon())),
         }
         None
     }
 
     /// Reads at most `SIGNAL_BATCH` signals and hands each to the state machine.
-    fn drain_signals(&mut self) -> Option<i32> {
+    fn drain_signals(&mut self) -> Option<Outcome> {
         let me = std::process::id();
         for _ in 0..SIGNAL_BATCH {
             let info = match sys::read_signalfd(self.sigfd.as_fd()) {
@@ -547,22 +551,21 @@ impl Supervisor {
     }
 
     /// SIGKILL was sent long ago and children remain that guardian cannot see or signal.
-    /// Exiting is honest only as a failure: `error`, never `released`.
-    fn abandon(&mut self) -> i32 {
+    /// Exiting is honest only as a failure: `error`, never `released`; `main` prints it.
+    fn abandon(&mut self) -> Failure {
         let remaining = self.tree.remaining();
         let unkillable = &self.tree.stats.unkillable;
         let message = format!(
             "processes remain after SIGKILL: {remaining:?} (not permitted to signal: {unkillable:?}; others may be hidden from /proc); giving up"
         );
-        crate::fatal!("{message}");
         if let Some(leaf) = self.tree.leaf.as_mut() {
             leaf.remove_now();
         }
         let abandoned = Some(Abandoned { unkillable: unkillable.clone(), remaining });
-        self.events.emit(Event::Error { status: 125, message, abandoned });
+        self.events.emit(Event::Error { status: exit::GUARDIAN, message: message.clone(), abandoned });
         let events = std::mem::replace(&mut self.events, Events::disabled());
         events.close(EVENTS_CLOSE_WAIT);
-        125
+        Failure::guardian(message)
     }
 
     fn release(&mut self, code: i32) -> i32 {

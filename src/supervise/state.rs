@@ -10,6 +10,7 @@
 
 use std::time::Duration;
 
+use crate::exit;
 use crate::sys::WaitStatus;
 
 /// How long to keep waiting for ECHILD after SIGKILL, and after the last progress (a
@@ -21,10 +22,6 @@ pub const MIN_ABANDON_WAIT: Duration = Duration::from_secs(5);
 /// First and largest interval between rescans while descendants are being stopped.
 pub const RESCAN_FIRST: Duration = Duration::from_millis(10);
 pub const RESCAN_MAX: Duration = Duration::from_millis(250);
-
-/// guardian's own failure (the abandon path).
-const EXIT_GUARDIAN: i32 = 125;
-const EXIT_TIMEOUT: i32 = 124;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StopReason {
@@ -522,7 +519,7 @@ impl State {
         }
         if let Phase::Escalated { abandon_at, .. } = self.phase {
             if now >= abandon_at {
-                self.phase = Phase::Done { code: EXIT_GUARDIAN };
+                self.phase = Phase::Done { code: exit::GUARDIAN };
                 out.push(Action::Abandon);
             }
         }
@@ -544,21 +541,9 @@ impl State {
                 | Phase::Draining { reason: StopReason::Timeout, .. }
                 | Phase::Escalated { reason: StopReason::Timeout, .. }
         );
-        let code = exit_status(status, timed_out);
+        let code = exit::for_provider(status, timed_out);
         self.phase = Phase::Done { code };
         out.push(Action::Release { code });
-    }
-}
-
-/// guardian's exit status: 124 after a timeout, else the provider's code or 128+signal.
-pub fn exit_status(status: WaitStatus, timed_out: bool) -> i32 {
-    if timed_out {
-        return EXIT_TIMEOUT;
-    }
-    match (status.exit_code(), status.signal()) {
-        (Some(c), _) => c,
-        (None, Some(s)) => 128 + s,
-        (None, None) => EXIT_GUARDIAN,
     }
 }
 

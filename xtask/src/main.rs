@@ -11,13 +11,14 @@
 #[path = "../../src/cli.rs"]
 mod cli;
 
-// cli.rs parses --stop-signal through guardian's `signals`, which uses `sys`; include both
-// so the definition (and cli.rs's own tests) behave exactly as in the binary.
+// cli.rs parses --stop-signal through guardian's `signals`, which uses `sys` (src/sys/mod.rs
+// brings its files along); include both so the definition (and cli.rs's own tests) behave
+// exactly as in the binary.
 #[allow(dead_code)]
 #[path = "../../src/signals.rs"]
 mod signals;
-#[allow(dead_code)]
-#[path = "../../src/sys.rs"]
+#[allow(dead_code, unused_imports)]
+#[path = "../../src/sys/mod.rs"]
 mod sys;
 
 mod man;

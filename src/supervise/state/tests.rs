@@ -312,11 +312,3 @@ fn stop_request_while_suspended_or_stopped_stops_and_continues_the_provider() {
     let out = s.on(reaped(Some(WaitStatus(libc::SIGKILL)), true), ms(5));
     assert_eq!(out, vec![Action::TakeTerminal, Action::Release { code: 137 }]);
 }
-
-#[test]
-fn exit_statuses() {
-    assert_eq!(exit_status(exited(0), false), 0);
-    assert_eq!(exit_status(exited(42), false), 42);
-    assert_eq!(exit_status(WaitStatus(libc::SIGKILL), false), 137);
-    assert_eq!(exit_status(exited(0), true), 124);
-}

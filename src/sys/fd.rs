@@ -1,0 +1,39 @@
+//! sys::fd: file descriptors guardian did not open itself (the `--events-fd` its caller
+//! names), and writes that never block guardian on a reader that stopped reading.
+//! `pwritev2` stays a libc call: rustix's takes no offset of -1 ("the current position").
+
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+
+/// Takes ownership of a file descriptor guardian inherited from its caller (`--events-fd`);
+/// `None` when that number is not open.
+pub fn take_inherited_fd(n: RawFd) -> Option<OwnedFd> {
+    if n < 0 {
+        return None;
+    }
+    // SAFETY: fcntl(F_GETFD) only queries the number; it fails with EBADF when not open.
+    if unsafe { libc::fcntl(n, libc::F_GETFD) } == -1 {
+        return None;
+    }
+    // SAFETY: the fd is open and was inherited from the caller, who handed it to guardian by
+    // naming it; nothing else in guardian uses that number, so this is its only owner.
+    Some(unsafe { OwnedFd::from_raw_fd(n) })
+}
+
+/// `send(fd, buf, MSG_DONTWAIT | MSG_NOSIGNAL)`: a non-blocking write to a socket that does
+/// not change the socket's shared file status flags and raises no SIGPIPE.
+pub fn send_nonblocking(fd: BorrowedFd<'_>, buf: &[u8]) -> io::Result<usize> {
+    use rustix::net::SendFlags;
+    Ok(rustix::net::send(fd, buf, SendFlags::DONTWAIT | SendFlags::NOSIGNAL)?)
+}
+
+/// `pwritev2(fd, [buf], -1, RWF_NOWAIT)`: a write that fails with EAGAIN instead of blocking,
+/// without changing the description's shared `O_NONBLOCK` flag. Pipes support it since
+/// Linux 5.x; older kernels answer EOPNOTSUPP.
+pub fn write_nowait(fd: BorrowedFd<'_>, buf: &[u8]) -> io::Result<usize> {
+    let iov = libc::iovec { iov_base: buf.as_ptr() as *mut libc::c_void, iov_len: buf.len() };
+    // SAFETY: one iovec describing `buf`, valid for the call; offset -1 means "current
+    // position" (pipes have none).
+    let n = unsafe { libc::pwritev2(fd.as_raw_fd(), &iov, 1, -1, libc::RWF_NOWAIT) };
+    if n < 0 { Err(io::Error::last_os_error()) } else { Ok(n as usize) }
+}

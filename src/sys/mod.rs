@@ -1,0 +1,70 @@
+//! sys: the one module where `unsafe` is allowed (the crate root denies it everywhere else).
+//! Thin, safe wrappers over the Linux syscalls that neither std nor rustix offers in the form
+//! guardian needs, one file per concern:
+//!
+//! * `signal`: signal masks, dispositions and signalfd, as raw syscalls in the kernel's own
+//!   signal-set layout; stopping guardian itself for job control.
+//! * `process`: starting children (clone3 with `CLONE_PIDFD | CLONE_INTO_CGROUP`, fork) behind
+//!   the safe [`spawn_child`] and [`spawn_parked_child`], exec of the provider, and start-up's
+//!   process settings (`PR_SET_PDEATHSIG`, the environment the provider inherits).
+//! * `pidfd`: `pidfd_open`, `pidfd_send_signal` with flags and real-time signals,
+//!   `PIDFD_GET_INFO`, and `kill` for the cases a pidfd cannot serve.
+//! * `wait`: `waitpid` with the raw status, `waitid` for job-control stops.
+//! * `terminal`: the controlling terminal's foreground process group.
+//! * `fd`: fds inherited from the caller, and writes that never block.
+//! * `memory`: handing start-up's heap and stack pages back.
+//!
+//! Every wrapper returns `io::Result` with the kernel's errno; callers name the syscall in
+//! their messages. Every block of `unsafe` carries a `// SAFETY:` note, and every `unsafe fn`
+//! a `# Safety` section. Where rustix already wraps a call, the wrapper here is a rustix call.
+
+mod fd;
+mod memory;
+mod pidfd;
+mod process;
+mod signal;
+mod terminal;
+mod wait;
+
+use std::io;
+use std::time::Duration;
+
+pub use fd::{send_nonblocking, take_inherited_fd, write_nowait};
+pub use memory::release_startup_memory;
+pub use pidfd::{PIDFD_SIGNAL_PROCESS_GROUP, kill, pidfd_get_pid, pidfd_open, pidfd_send_signal};
+pub use process::{CLONE_NEWCGROUP, Child, ExecPlan, Start, set_pdeathsig, spawn_child, spawn_parked_child, unset_env};
+pub use signal::{
+    SigInfo, SigSet, has_handler, is_ignored, read_signalfd, set_default_disposition, set_sigmask, signalfd, stop_self,
+};
+pub use terminal::{getpgrp, isatty, setpgid, tcgetpgrp, tcsetpgrp};
+pub use wait::{JobChange, Reaped, Usage, WaitStatus, children_usage, reap_blocking, reap_one, wait_job_change};
+
+#[cfg(not(target_os = "linux"))]
+compile_error!("guardian supports Linux only (it relies on pidfds, signalfd and subreapers)");
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+compile_error!("guardian is built and tested for x86_64 and aarch64 Linux only");
+
+fn cvt(ret: libc::c_int) -> io::Result<libc::c_int> {
+    if ret == -1 { Err(io::Error::last_os_error()) } else { Ok(ret) }
+}
+
+fn cvt_long(ret: libc::c_long) -> io::Result<libc::c_long> {
+    if ret == -1 { Err(io::Error::last_os_error()) } else { Ok(ret) }
+}
+
+/// CLOCK_MONOTONIC as a Duration since boot (the `ts` of every event).
+pub fn monotonic() -> Duration {
+    let ts = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// Real and effective user/group ids differ: guardian is running setuid/setgid.
+pub fn is_setid() -> bool {
+    use rustix::process::{getegid, geteuid, getgid, getuid};
+    getuid() != geteuid() || getgid() != getegid()
+}
+
+/// The kernel release from `uname(2)` (e.g. "6.18.4").
+pub fn uname_release() -> String {
+    rustix::system::uname().release().to_string_lossy().into_owned()
+}
