@@ -388,8 +388,9 @@ pub struct ExecPlan<'a> {
     pub original_mask: SigSet,
     /// SIGCHLD was ignored when guardian started: restore that for the provider.
     pub restore_sigchld_ignored: bool,
-    /// Give the terminal on fd 0 to the provider's new process group.
-    pub take_terminal: bool,
+    /// (guardian's controlling terminal, guardian's process group): give the terminal to the
+    /// provider's new process group, if guardian's group still holds its foreground.
+    pub take_terminal: Option<(RawFd, i32)>,
     /// Write end of the close-on-exec error pipe.
     pub error_pipe: RawFd,
     /// `cgroup.procs` of the leaf to join before exec (when clone3 could not place us).
@@ -419,10 +420,14 @@ pub fn exec_provider(plan: &ExecPlan<'_>) -> ! {
         if libc::setpgid(0, 0) != 0 {
             fail(b'p');
         }
-        if plan.take_terminal {
-            // SIGTTOU is still blocked here (the parent's mask), so this background-group
-            // call is allowed; failure only means no job control.
-            libc::tcsetpgrp(0, libc::getpid());
+        if let Some((tty, guardian_pgrp)) = plan.take_terminal {
+            // SIGTTOU is still blocked here (the parent's mask), so the kernel would allow
+            // this call from the background too: it is made only while guardian's group still
+            // holds the foreground (a shell may have taken it back since guardian looked).
+            // Failure only means no job control.
+            if libc::tcgetpgrp(tty) == guardian_pgrp {
+                libc::tcsetpgrp(tty, libc::getpid());
+            }
         }
         if let Some(procs) = plan.join_cgroup_procs {
             let mut buf = [0u8; 16];
@@ -688,20 +693,6 @@ pub fn wait_job_change(pid: i32) -> io::Result<Option<JobChange>> {
     }
 }
 
-/// Stops guardian itself with `sig` (a job-control signal it keeps blocked), the way a
-/// shell's job stops: the signal is sent to itself, unblocked (the kernel then stops the
-/// process, unless its process group is orphaned or the signal is ignored, when it discards
-/// it), and blocked again once guardian runs. Returns whether guardian was stopped and
-/// continued: a SIGCONT is then pending (it stays blocked, for the signalfd).
-pub fn stop_self(sig: i32) -> io::Result<bool> {
-    let mut one = SigSet::empty();
-    one.add(sig);
-    kill(std::process::id() as i32, sig)?;
-    set_sigmask(libc::SIG_UNBLOCK, &one)?;
-    set_sigmask(libc::SIG_BLOCK, &one)?;
-    is_pending(libc::SIGCONT)
-}
-
 /// Whether `sig` is pending (blocked and not yet read) for guardian.
 pub fn is_pending(sig: i32) -> io::Result<bool> {
     // SAFETY: set is a live sigset_t that sigpending fills; sigismember only reads it.
@@ -726,4 +717,42 @@ pub fn unset_env(name: &str) {
 pub fn set_pdeathsig(sig: i32) -> io::Result<()> {
     // SAFETY: plain prctl with integer arguments.
     cvt(unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, sig as libc::c_ulong, 0, 0, 0) }).map(drop)
+}
+
+// ---- the controlling terminal and job control (re-home with the terminal wrappers) ----
+
+/// guardian's controlling terminal, opened through `/dev/tty` (read-write, no new
+/// controlling terminal, close-on-exec) whatever fds 0-2 are. `Ok(None)`: guardian has no
+/// controlling terminal (ENXIO).
+pub fn open_controlling_terminal() -> io::Result<Option<OwnedFd>> {
+    use std::os::unix::fs::OpenOptionsExt;
+    // std opens with O_CLOEXEC.
+    match std::fs::OpenOptions::new().read(true).write(true).custom_flags(libc::O_NOCTTY).open("/dev/tty") {
+        Ok(f) => Ok(Some(OwnedFd::from(f))),
+        Err(e) if e.raw_os_error() == Some(libc::ENXIO) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Whether `fd` is guardian's controlling terminal: `tcgetpgrp` answers only on it (ENOTTY
+/// on any other terminal or file). An fd opened through `/dev/tty` cannot be compared by
+/// `fstat` (it names /dev/tty itself).
+pub fn is_controlling_terminal(fd: BorrowedFd<'_>) -> bool {
+    tcgetpgrp(fd.as_raw_fd()).is_ok()
+}
+
+/// Stops guardian's whole process group with `sig` (a job-control signal guardian keeps
+/// blocked), as the terminal would have stopped the job had the provider been in it: the
+/// shell's job is guardian's group, which holds guardian's parent when guardian does not lead
+/// it (`sh -c`, `npm run`, make). The signal goes to the group, is unblocked for guardian (the
+/// kernel then stops it, unless the group is orphaned or the signal is ignored, when it
+/// discards it), and is blocked again once guardian runs. Returns whether guardian was stopped
+/// and continued: a SIGCONT is then pending (it stays blocked, for the signalfd).
+pub fn stop_own_group(sig: i32) -> io::Result<bool> {
+    let mut one = SigSet::empty();
+    one.add(sig);
+    kill(0, sig)?;
+    set_sigmask(libc::SIG_UNBLOCK, &one)?;
+    set_sigmask(libc::SIG_BLOCK, &one)?;
+    is_pending(libc::SIGCONT)
 }
