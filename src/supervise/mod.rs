@@ -104,6 +104,7 @@ impl Supervisor {
             wait_descendants: settings.wait_descendants,
             started: sys::monotonic(),
             job_control: std::process::id() != 1,
+            stdin_terminal: tty.is_some() && sys::is_controlling_terminal(std::io::stdin().as_fd()),
         };
         let state = State::new(cfg, terminal, tree.leaf.is_some());
         Supervisor {

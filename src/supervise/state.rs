@@ -123,6 +123,11 @@ pub struct Config {
     /// guardian may stop itself for job control (it is not PID 1, whose stop signals the
     /// kernel discards).
     pub job_control: bool,
+    /// fd 0 is the controlling terminal: the provider is an interactive command and gets the
+    /// terminal whenever guardian's group gets the foreground (`fg`). Otherwise (a pipe) it
+    /// gets it only when it reads or sets the terminal: the terminal may be a driver's that
+    /// shares guardian's group.
+    pub stdin_terminal: bool,
 }
 
 /// What the loop observed.
@@ -380,13 +385,14 @@ impl State {
 
     fn continued(&mut self, foreground: bool, out: &mut Vec<Action>) {
         match self.phase {
-            Phase::GuardianSuspended { .. } => {
+            Phase::GuardianSuspended { signal, took_terminal } => {
                 // guardian runs again: from here the provider's next stop is a new job-control
                 // stop, even when the kernel folds its continue and that stop into one report
                 // (bg, then a read from the terminal).
                 self.phase = Phase::Running;
-                // fg gives guardian's group the terminal first; bg does not.
-                if foreground {
+                // fg gives guardian's group the terminal first; bg does not. It goes on to the
+                // provider if the provider had it or wants it (stopped reading or setting it).
+                if foreground && (took_terminal || signal != libc::SIGTSTP || self.cfg.stdin_terminal) {
                     self.give_terminal(out);
                 }
                 out.push(Action::ContinueProviderGroup);
@@ -394,7 +400,7 @@ impl State {
             Phase::Running | Phase::ProviderStopped { .. } => {
                 // `fg` of a guardian started in the background: its group now owns the
                 // terminal, and the provider is what should read it.
-                if foreground {
+                if foreground && self.cfg.stdin_terminal {
                     self.give_terminal(out);
                 }
                 out.push(Action::Forward(libc::SIGCONT));

@@ -811,3 +811,24 @@ fn stdin_from_a_pipe_program_reads_and_sets_the_terminal() {
         assert_eq!(tpgid, pgrp, "the terminal is the shell's again");
     }
 }
+
+/// fd 0 is a pipe and the program never touches the terminal (a driver, not the program,
+/// reads it): ^Z stops the job, and `fg` gives the terminal back to the job's group, the
+/// wrapper's, not to the program's; ^C then ends it.
+#[test]
+fn stdin_from_a_pipe_fg_leaves_the_terminal_with_the_wrappers_group() {
+    let Some(mut s) = Session::start("jobctl-pipe-fg") else { return };
+    let cmd = s.command("hold", false);
+    s.type_line(&format!("echo | {cmd}"));
+    let provider = field(&s.expect_line("JC-READY"), "pid");
+    let wrapper = s.suspend(provider, CTRL_Z);
+    s.type_line("fg");
+    s.expect_line("JC-CONT");
+    let (wrapper_pgrp, tpgid) = pgrp_and_tpgid(wrapper).expect("the wrapper's stat");
+    assert_eq!(tpgid, wrapper_pgrp, "after fg the job's group holds the terminal, not the program's");
+    s.send(CTRL_C);
+    s.wait_gone(provider, "the program after ^C");
+    s.wait_gone(wrapper, "the wrapper after ^C");
+    assert_eq!(s.status(), 130, "^C ends the job with 128+SIGINT");
+    s.wait_only_bash_left("after ^C");
+}
