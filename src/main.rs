@@ -33,7 +33,7 @@ mod sys;
 mod teardown;
 mod test_hooks;
 
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 
 use clap::Parser;
 
@@ -95,6 +95,8 @@ struct Started {
     proc: Option<proctree::Proc>,
     leaf: Option<cgroup::Leaf>,
     spawned: spawn::Spawned,
+    /// guardian's controlling terminal (`/dev/tty`), if it has one.
+    tty: Option<OwnedFd>,
     take_terminal: bool,
 }
 
@@ -149,15 +151,28 @@ fn start(cli: &cli::Cli, me: i32, events: &mut Events) -> Result<Started, Failur
         });
     }
 
-    // 7. Terminal: hand the foreground to the provider only if guardian has it.
-    let take_terminal = sys::isatty(0) && sys::tcgetpgrp(0).ok() == Some(sys::getpgrp());
+    // 7. Terminal: guardian's controlling terminal is `/dev/tty`, whatever fds 0-2 are. The
+    //    provider gets its foreground at start only if guardian's group holds it (never from
+    //    the background) and fd 0 is that terminal (an interactive command); otherwise it gets
+    //    it when it first reads or sets the terminal while guardian's group holds it.
+    let tty = match sys::open_controlling_terminal() {
+        Ok(tty) => tty,
+        Err(e) => {
+            debug!("opening /dev/tty failed ({e}): no job control through guardian");
+            None
+        }
+    };
+    let take_terminal = tty.as_ref().is_some_and(|t| {
+        sys::tcgetpgrp(t.as_raw_fd()).ok() == Some(sys::getpgrp())
+            && sys::is_controlling_terminal(std::io::stdin().as_fd())
+    });
 
     // 8. Start the provider.
     let cfg = spawn::SpawnConfig {
         argv: &cli.command,
         original_mask,
         restore_sigchld_ignored: sigchld_ignored,
-        take_terminal,
+        take_terminal: tty.as_ref().filter(|_| take_terminal).map(|t| (t.as_raw_fd(), sys::getpgrp())),
         cgroup: leaf.as_ref().map(|l| (l.dir_fd(), l.procs_fd())),
     };
     let spawned = spawn::spawn(&cfg, events)?;
@@ -172,7 +187,7 @@ fn start(cli: &cli::Cli, me: i32, events: &mut Events) -> Result<Started, Failur
             }
         }
     }
-    Ok(Started { sigfd, parent, discovery, proc, leaf, spawned, take_terminal })
+    Ok(Started { sigfd, parent, discovery, proc, leaf, spawned, tty, take_terminal })
 }
 
 fn setup_and_supervise(cli: cli::Cli) -> Result<i32, Failure> {
@@ -205,14 +220,15 @@ fn setup_and_supervise(cli: cli::Cli) -> Result<i32, Failure> {
         debug!("{note}");
     }
 
-    let Started { sigfd, parent, discovery, proc, leaf, spawned, take_terminal } = match start(&cli, me, &mut events) {
-        Ok(started) => started,
-        Err(failure) => {
-            events.emit(Event::Error { status: failure.status, message: failure.message.clone(), abandoned: None });
-            events.close(std::time::Duration::from_secs(1));
-            return Err(failure);
-        }
-    };
+    let Started { sigfd, parent, discovery, proc, leaf, spawned, tty, take_terminal } =
+        match start(&cli, me, &mut events) {
+            Ok(started) => started,
+            Err(failure) => {
+                events.emit(Event::Error { status: failure.status, message: failure.message.clone(), abandoned: None });
+                events.close(std::time::Duration::from_secs(1));
+                return Err(failure);
+            }
+        };
     let mode = match (&leaf, me == 1) {
         (Some(_), _) => "cgroup",
         (None, true) => "pid1",
@@ -243,7 +259,8 @@ fn setup_and_supervise(cli: cli::Cli) -> Result<i32, Failure> {
         wait_descendants: cli.wait_descendants,
     };
     let tree = Tree::new(discovery, proc, leaf);
-    let sup = Supervisor::new(settings, sigfd, spawned.provider, spawned.pgid, parent, events, tree, take_terminal);
+    let sup =
+        Supervisor::new(settings, sigfd, spawned.provider, spawned.pgid, parent, events, tree, tty, take_terminal);
     // Everything start-up needed is done: hand its heap and stack pages back before idling.
     sys::release_startup_memory();
     sup.run()

@@ -22,7 +22,9 @@ pub struct SpawnConfig<'a> {
     pub argv: &'a [OsString],
     pub original_mask: sys::SigSet,
     pub restore_sigchld_ignored: bool,
-    pub take_terminal: bool,
+    /// (guardian's controlling terminal, guardian's process group): hand the terminal's
+    /// foreground to the provider's new group if guardian's group still holds it.
+    pub take_terminal: Option<(std::os::fd::RawFd, i32)>,
     /// The leaf cgroup directory (for CLONE_INTO_CGROUP) and its `cgroup.procs` (for the
     /// child to join itself when clone3 cannot place it).
     pub cgroup: Option<(BorrowedFd<'a>, BorrowedFd<'a>)>,

@@ -11,7 +11,7 @@
 
 pub mod state;
 
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::time::Duration;
 
 use rustix::event::{PollFd, PollFlags};
@@ -75,6 +75,8 @@ pub struct Supervisor {
     sigfd: OwnedFd,
     provider: PidRef,
     provider_pgid: i32,
+    /// guardian's controlling terminal (`/dev/tty`): every tcgetpgrp/tcsetpgrp goes through it.
+    tty: Option<OwnedFd>,
     parent: Option<ParentWatch>,
     events: Events,
     tree: Tree,
@@ -93,15 +95,13 @@ impl Supervisor {
         parent: Option<ParentWatch>,
         events: Events,
         tree: Tree,
+        tty: Option<OwnedFd>,
         gave_terminal: bool,
     ) -> Supervisor {
-        // fd 0 is guardian's controlling terminal exactly when tcgetpgrp() answers.
-        let terminal = if gave_terminal {
-            Terminal::Provider
-        } else if sys::isatty(0) && sys::tcgetpgrp(0).is_ok() {
-            Terminal::Guardian
-        } else {
-            Terminal::None
+        let terminal = match (&tty, gave_terminal) {
+            (None, _) => Terminal::None,
+            (Some(_), true) => Terminal::Provider,
+            (Some(_), false) => Terminal::Guardian,
         };
         let cfg = Config {
             grace: settings.grace,
@@ -109,6 +109,7 @@ impl Supervisor {
             wait_descendants: settings.wait_descendants,
             started: sys::monotonic(),
             job_control: std::process::id() != 1,
+            stdin_terminal: tty.is_some() && sys::is_controlling_terminal(std::io::stdin().as_fd()),
         };
         let state = State::new(cfg, terminal, tree.leaf.is_some());
         Supervisor {
@@ -117,6 +118,7 @@ impl Supervisor {
             sigfd,
             provider,
             provider_pgid,
+            tty,
             parent,
             events,
             tree,
@@ -278,15 +280,23 @@ impl Supervisor {
                 self.events.emit(Event::Continued { pid: self.provider.pid });
             }
             Action::TakeTerminal => {
-                if sys::tcgetpgrp(0).ok() == Some(self.provider_pgid) {
-                    if let Err(e) = sys::tcsetpgrp(0, sys::getpgrp()) {
+                if let Some(tty) = self.tty_fd().filter(|&t| sys::tcgetpgrp(t).ok() == Some(self.provider_pgid)) {
+                    if let Err(e) = sys::tcsetpgrp(tty, sys::getpgrp()) {
                         crate::debug!("taking the terminal back failed: {e}");
                     }
                 }
             }
             Action::GiveTerminal => {
-                if let Err(e) = sys::tcsetpgrp(0, self.provider_pgid) {
-                    crate::debug!("handing the terminal to the provider's group failed: {e}");
+                // guardian keeps SIGTTOU blocked, so the kernel would let it set the foreground
+                // even from the background: it hands over only what its own group holds.
+                match self.tty_fd().map(|t| (t, sys::tcgetpgrp(t))) {
+                    Some((tty, Ok(pg))) if pg == sys::getpgrp() => {
+                        if let Err(e) = sys::tcsetpgrp(tty, self.provider_pgid) {
+                            crate::debug!("handing the terminal to the provider's group failed: {e}");
+                        }
+                    }
+                    Some((_, fg)) => crate::debug!("the terminal is not guardian's to hand over (foreground {fg:?})"),
+                    None => {}
                 }
             }
             Action::ContinueProviderGroup => {
@@ -295,10 +305,10 @@ impl Supervisor {
                 }
             }
             Action::SuspendSelf(sig) => {
-                crate::debug!("stopping guardian with {} (job control)", signals::name(sig));
+                crate::debug!("stopping guardian's process group with {} (job control)", signals::name(sig));
                 // Everything said so far reaches the reader before the shell sees the stop.
                 self.events.flush();
-                match sys::stop_self(sig) {
+                match sys::stop_own_group(sig) {
                     Ok(true) => {} // continued: the SIGCONT waits on the signalfd
                     Ok(false) => {
                         crate::debug!("the kernel did not stop guardian (orphaned group or ignored signal)");
@@ -314,6 +324,15 @@ impl Supervisor {
             Action::Abandon => return Some(Err(self.abandon())),
         }
         None
+    }
+
+    fn tty_fd(&self) -> Option<std::os::fd::RawFd> {
+        self.tty.as_ref().map(|t| t.as_raw_fd())
+    }
+
+    /// The terminal's foreground process group, if guardian has a controlling terminal.
+    fn foreground(&self) -> Option<i32> {
+        sys::tcgetpgrp(self.tty_fd()?).ok()
     }
 
     /// Reads at most `SIGNAL_BATCH` signals and hands each to the state machine.
@@ -347,7 +366,7 @@ impl Supervisor {
                     if sig == libc::SIGTERM || sig == self.stop_signal {
                         Happened::StopRequest
                     } else if sig == libc::SIGCONT {
-                        let foreground = sys::isatty(0) && sys::tcgetpgrp(0).ok() == Some(sys::getpgrp());
+                        let foreground = self.foreground() == Some(sys::getpgrp());
                         Happened::Continued { foreground }
                     } else if signals::is_forwarded(sig) {
                         Happened::Signal(sig)
@@ -471,9 +490,9 @@ impl Supervisor {
         }
         match sys::wait_job_change(self.provider.pid) {
             Ok(Some(JobChange::Stopped(signal))) => {
-                let foreground = match sys::tcgetpgrp(0) {
-                    Ok(pg) if pg == self.provider_pgid => Foreground::Provider,
-                    Ok(pg) if pg == sys::getpgrp() => Foreground::Guardian,
+                let foreground = match self.foreground() {
+                    Some(pg) if pg == self.provider_pgid => Foreground::Provider,
+                    Some(pg) if pg == sys::getpgrp() => Foreground::Guardian,
                     _ => Foreground::Other,
                 };
                 Some(Happened::ProviderStopped { signal, foreground })

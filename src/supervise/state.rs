@@ -51,9 +51,10 @@ pub enum Phase {
     /// The provider is stopped (SIGSTOP from outside, or a job-control stop without a
     /// terminal hand-off): reported, waited out; guardian itself keeps running.
     ProviderStopped { signal: i32 },
-    /// The provider stopped for job control: guardian took the terminal back and stopped
-    /// itself with the same signal, so the shell sees its job stop; SIGCONT wakes it.
-    GuardianSuspended { signal: i32 },
+    /// The provider stopped for job control: guardian took the terminal back (if the
+    /// provider's group held it: `took_terminal`) and stopped its own process group with the
+    /// same signal, so the shell sees its job stop; SIGCONT wakes it.
+    GuardianSuspended { signal: i32, took_terminal: bool },
     /// A stop was requested while the provider lives; at `deadline` the tree gets SIGKILL.
     Stopping { reason: StopReason, deadline: Duration },
     /// The provider was reaped; descendants get the stop signal in rounds until `deadline`.
@@ -89,10 +90,11 @@ impl Phase {
     }
 }
 
-/// Who owns the terminal's foreground (fd 0), as far as guardian is concerned.
+/// Who owns the foreground of guardian's controlling terminal (`/dev/tty`, whatever fds 0-2
+/// are), as far as guardian is concerned.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Terminal {
-    /// fd 0 is not guardian's controlling terminal: guardian never touches it.
+    /// guardian has no controlling terminal: it never touches one.
     None,
     /// guardian's own group may hold it (guardian never handed it over, or took it back).
     Guardian,
@@ -118,6 +120,11 @@ pub struct Config {
     /// guardian may stop itself for job control (it is not PID 1, whose stop signals the
     /// kernel discards).
     pub job_control: bool,
+    /// fd 0 is the controlling terminal: the provider is an interactive command and gets the
+    /// terminal whenever guardian's group gets the foreground (`fg`). Otherwise (a pipe) it
+    /// gets it only when it reads or sets the terminal: the terminal may be a driver's that
+    /// shares guardian's group.
+    pub stdin_terminal: bool,
 }
 
 /// What the loop observed.
@@ -127,7 +134,7 @@ pub enum Happened {
     StopRequest,
     /// Any other signal that is passed on to the provider.
     Signal(i32),
-    /// SIGCONT reached guardian; `foreground`: guardian's group now owns the terminal.
+    /// SIGCONT reached guardian; `foreground`: guardian's group now holds the terminal.
     Continued {
         foreground: bool,
     },
@@ -190,12 +197,14 @@ pub enum Action {
     EmitContinued,
     /// The terminal's foreground back to guardian's group, if the provider's group holds it.
     TakeTerminal,
-    /// The terminal's foreground to the provider's group.
+    /// The terminal's foreground to the provider's group, if guardian's group holds it (the
+    /// loop checks: guardian never sets the foreground from the background).
     GiveTerminal,
     /// SIGCONT to the provider's process group (what the shell's `fg`/`bg` would have sent).
     ContinueProviderGroup,
-    /// Stop guardian itself with this signal (job control); report `SuspendRefused` if the
-    /// kernel did not stop it.
+    /// Stop guardian's process group with this signal (job control: the shell's job is that
+    /// group, guardian's parent included when guardian does not lead it); report
+    /// `SuspendRefused` if the kernel did not stop guardian.
     SuspendSelf(i32),
     /// Emit `released`, remove the leaf, close events; exit with `code`.
     Release {
@@ -289,11 +298,20 @@ impl State {
                 out.push(Action::EmitContinued);
             }
             Happened::SuspendRefused => {
-                if let Phase::GuardianSuspended { .. } = self.phase {
-                    // No job control: ^Z means nothing here, as for any orphaned group.
-                    self.phase = Phase::Running;
-                    self.give_terminal(&mut out);
-                    out.push(Action::ContinueProviderGroup);
+                if let Phase::GuardianSuspended { signal, took_terminal } = self.phase {
+                    if took_terminal {
+                        // No job control above guardian (an orphaned group): ^Z means nothing
+                        // here. The terminal guardian took at this stop goes back, and the
+                        // provider goes on.
+                        self.phase = Phase::Running;
+                        self.give_terminal(&mut out);
+                        out.push(Action::ContinueProviderGroup);
+                    } else {
+                        // guardian never held the terminal (it runs in the background, the
+                        // shell has it): taking it would steal the shell's input. The provider
+                        // stays stopped, reported, as a background reader of the terminal.
+                        self.phase = Phase::ProviderStopped { signal };
+                    }
                 }
             }
             Happened::RoundDone { chase } => {
@@ -364,13 +382,14 @@ impl State {
 
     fn continued(&mut self, foreground: bool, out: &mut Vec<Action>) {
         match self.phase {
-            Phase::GuardianSuspended { .. } => {
+            Phase::GuardianSuspended { signal, took_terminal } => {
                 // guardian runs again: from here the provider's next stop is a new job-control
                 // stop, even when the kernel folds its continue and that stop into one report
                 // (bg, then a read from the terminal).
                 self.phase = Phase::Running;
-                // fg gives guardian's group the terminal first; bg does not.
-                if foreground {
+                // fg gives guardian's group the terminal first; bg does not. It goes on to the
+                // provider if the provider had it or wants it (stopped reading or setting it).
+                if foreground && (took_terminal || signal != libc::SIGTSTP || self.cfg.stdin_terminal) {
                     self.give_terminal(out);
                 }
                 out.push(Action::ContinueProviderGroup);
@@ -378,7 +397,7 @@ impl State {
             Phase::Running | Phase::ProviderStopped { .. } => {
                 // `fg` of a guardian started in the background: its group now owns the
                 // terminal, and the provider is what should read it.
-                if foreground {
+                if foreground && self.cfg.stdin_terminal {
                     self.give_terminal(out);
                 }
                 out.push(Action::Forward(libc::SIGCONT));
@@ -407,23 +426,26 @@ impl State {
             self.phase = Phase::ProviderStopped { signal };
             return;
         }
-        if !self.cfg.job_control {
-            // PID 1: nobody above would see guardian stop, and the kernel would not stop it.
-            out.push(Action::ContinueProviderGroup);
-            return;
-        }
         if fg == Foreground::Guardian && signal != libc::SIGTSTP {
-            // guardian's group holds the terminal (a background guardian was brought to the
-            // foreground with `fg` while the provider ran, so no SIGCONT came) and the provider
-            // stopped on a terminal read or write: it is the foreground job now. Hand it the
-            // terminal and let it go on, as the shell would have done for the provider itself.
+            // guardian's group holds the terminal and the provider stopped on a terminal read
+            // or write: it is the foreground job. Hand it the terminal and let it go on, as the
+            // shell would have done for the provider itself. This is how the provider gets the
+            // terminal when guardian did not hand it over at start (fd 0 is not the terminal:
+            // `echo | guardian -- cmd` reading /dev/tty), or when a background guardian was
+            // brought to the foreground with `fg` while the provider ran (no SIGCONT came).
             self.phase = Phase::Running;
             self.give_terminal(out);
             out.push(Action::ContinueProviderGroup);
             return;
         }
-        self.phase = Phase::GuardianSuspended { signal };
-        if fg == Foreground::Provider {
+        if !self.cfg.job_control {
+            // PID 1: nobody above would see guardian stop, and the kernel would not stop it.
+            out.push(Action::ContinueProviderGroup);
+            return;
+        }
+        let took_terminal = fg == Foreground::Provider;
+        self.phase = Phase::GuardianSuspended { signal, took_terminal };
+        if took_terminal {
             self.terminal = Terminal::Guardian;
             out.push(Action::TakeTerminal);
         }

@@ -34,9 +34,12 @@ pub use memory::release_startup_memory;
 pub use pidfd::{PIDFD_SIGNAL_PROCESS_GROUP, kill, pidfd_get_pid, pidfd_open, pidfd_send_signal};
 pub use process::{CLONE_NEWCGROUP, Child, ExecPlan, Start, set_pdeathsig, spawn_child, spawn_parked_child, unset_env};
 pub use signal::{
-    SigInfo, SigSet, has_handler, is_ignored, read_signalfd, set_default_disposition, set_sigmask, signalfd, stop_self,
+    SigInfo, SigSet, has_handler, is_ignored, read_signalfd, set_default_disposition, set_sigmask, signalfd,
+    stop_own_group,
 };
-pub use terminal::{getpgrp, isatty, setpgid, tcgetpgrp, tcsetpgrp};
+pub use terminal::{
+    getpgrp, is_controlling_terminal, isatty, open_controlling_terminal, setpgid, tcgetpgrp, tcsetpgrp,
+};
 pub use wait::{JobChange, Reaped, Usage, WaitStatus, children_usage, reap_blocking, reap_one, wait_job_change};
 
 #[cfg(not(target_os = "linux"))]

@@ -193,8 +193,9 @@ pub struct ExecPlan<'a> {
     pub original_mask: SigSet,
     /// SIGCHLD was ignored when guardian started: restore that for the provider.
     pub restore_sigchld_ignored: bool,
-    /// Give the terminal on fd 0 to the provider's new process group.
-    pub take_terminal: bool,
+    /// (guardian's controlling terminal, guardian's process group): give the terminal to the
+    /// provider's new process group, if guardian's group still holds its foreground.
+    pub take_terminal: Option<(RawFd, i32)>,
     /// Write end of the close-on-exec error pipe.
     pub error_pipe: BorrowedFd<'a>,
     /// `cgroup.procs` of the leaf to join before exec (when clone3 could not place us).
@@ -212,7 +213,7 @@ impl<'a> ExecPlan<'a> {
             args: PhantomData,
             original_mask,
             restore_sigchld_ignored: false,
-            take_terminal: false,
+            take_terminal: None,
             error_pipe,
             join_cgroup_procs: None,
         }
@@ -249,10 +250,14 @@ unsafe fn exec_provider(plan: &ExecPlan<'_>) -> ! {
         if libc::setpgid(0, 0) != 0 {
             fail(b'p');
         }
-        if plan.take_terminal {
-            // SIGTTOU is still blocked here (the parent's mask), so this background-group
-            // call is allowed; failure only means no job control.
-            libc::tcsetpgrp(0, libc::getpid());
+        if let Some((tty, guardian_pgrp)) = plan.take_terminal {
+            // SIGTTOU is still blocked here (the parent's mask), so the kernel would allow
+            // this call from the background too: it is made only while guardian's group still
+            // holds the foreground (a shell may have taken it back since guardian looked).
+            // Failure only means no job control.
+            if libc::tcgetpgrp(tty) == guardian_pgrp {
+                libc::tcsetpgrp(tty, libc::getpid());
+            }
         }
         if let Some(procs) = join_cgroup_procs {
             let mut buf = [0u8; 16];

@@ -155,15 +155,17 @@ pub fn read_signalfd(fd: BorrowedFd<'_>) -> io::Result<Option<SigInfo>> {
     }
 }
 
-/// Stops guardian itself with `sig` (a job-control signal it keeps blocked), the way a
-/// shell's job stops: the signal is sent to itself, unblocked (the kernel then stops the
-/// process, unless its process group is orphaned or the signal is ignored, when it discards
-/// it), and blocked again once guardian runs. Returns whether guardian was stopped and
-/// continued: a SIGCONT is then pending (it stays blocked, for the signalfd).
-pub fn stop_self(sig: i32) -> io::Result<bool> {
+/// Stops guardian's whole process group with `sig` (a job-control signal guardian keeps
+/// blocked), as the terminal would have stopped the job had the provider been in it: the
+/// shell's job is guardian's group, which holds guardian's parent when guardian does not lead
+/// it (`sh -c`, `npm run`, make). The signal goes to the group, is unblocked for guardian (the
+/// kernel then stops it, unless the group is orphaned or the signal is ignored, when it
+/// discards it), and is blocked again once guardian runs. Returns whether guardian was stopped
+/// and continued: a SIGCONT is then pending (it stays blocked, for the signalfd).
+pub fn stop_own_group(sig: i32) -> io::Result<bool> {
     let mut one = SigSet::empty();
     one.add(sig);
-    super::kill(std::process::id() as i32, sig)?;
+    super::kill(0, sig)?;
     set_sigmask(libc::SIG_UNBLOCK, &one)?;
     set_sigmask(libc::SIG_BLOCK, &one)?;
     is_pending(libc::SIGCONT)

@@ -3,7 +3,7 @@
 //! 0 into an error, which would change what guardian decides about an orphaned terminal.
 
 use std::io;
-use std::os::fd::RawFd;
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
 
 use super::cvt;
 
@@ -37,4 +37,24 @@ pub fn setpgid(pid: i32, pgid: i32) -> io::Result<()> {
         n => Ok(rustix::process::Pid::from_raw(n)),
     };
     Ok(rustix::process::setpgid(arg(pid)?, arg(pgid)?)?)
+}
+
+/// guardian's controlling terminal, opened through `/dev/tty` (read-write, no new
+/// controlling terminal, close-on-exec) whatever fds 0-2 are. `Ok(None)`: guardian has no
+/// controlling terminal (ENXIO).
+pub fn open_controlling_terminal() -> io::Result<Option<OwnedFd>> {
+    use std::os::unix::fs::OpenOptionsExt;
+    // std opens with O_CLOEXEC.
+    match std::fs::OpenOptions::new().read(true).write(true).custom_flags(libc::O_NOCTTY).open("/dev/tty") {
+        Ok(f) => Ok(Some(OwnedFd::from(f))),
+        Err(e) if e.raw_os_error() == Some(libc::ENXIO) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Whether `fd` is guardian's controlling terminal: `tcgetpgrp` answers only on it (ENOTTY
+/// on any other terminal or file). An fd opened through `/dev/tty` cannot be compared by
+/// `fstat` (it names /dev/tty itself).
+pub fn is_controlling_terminal(fd: BorrowedFd<'_>) -> bool {
+    tcgetpgrp(fd.as_raw_fd()).is_ok()
 }

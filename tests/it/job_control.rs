@@ -700,3 +700,135 @@ fn no_terminal_stopped_provider_is_still_torn_down_by_timeout() {
     ctx.wait_tree_gone();
     g.final_events();
 }
+
+/// The wrapper does not lead its process group (`sh -c 'WRAPPER cmd; ...'`, as under
+/// `npm run`, make or a script): ^Z must stop the shell's whole job (the `sh` too), or the
+/// shell never sees it stop and the terminal is lost. `fg` then gives the program the
+/// terminal again, and the script goes on after it.
+#[test]
+fn ctrl_z_under_sh_c_stops_the_whole_job_and_fg_resumes_it() {
+    let Some(mut s) = Session::start("jobctl-shc-fg") else { return };
+    let cmd = s.command("cooked", false);
+    s.type_line(&format!(r#"sh -c '{cmd}; echo "JC""-DONE=$?"'"#));
+    let ready = s.expect_line("JC-READY");
+    assert_eq!(field(&ready, "fg"), 1, "the program starts with the terminal: {ready:?}");
+    let provider = field(&ready, "pid");
+    let (_, guardian, _) = stat(provider).expect("the program's stat");
+    let sh = s.suspend(provider, CTRL_Z);
+    assert_ne!(sh, guardian, "the job's process is the sh above the wrapper");
+    s.wait_state(guardian, b'T', "the wrapper stopped with its job");
+    s.type_line("fg");
+    s.expect_line("JC-CONT");
+    s.type_line("ping");
+    let got = s.expect_line("JC-GOT ping");
+    assert_eq!(field(&got, "fg"), 1, "after fg the program's group holds the terminal: {got:?}");
+    s.type_line("q");
+    assert_eq!(s.expect_line("JC-DONE="), "JC-DONE=0", "the script goes on after the wrapper");
+    assert_eq!(s.status(), 0);
+    s.wait_only_bash_left("after the script");
+}
+
+/// As above, with `bg`: the program runs on without the terminal; its read stops it
+/// (SIGTTIN) and the whole job again; `kill %1` ends everything.
+#[test]
+fn ctrl_z_under_sh_c_then_bg_runs_without_the_terminal() {
+    let Some(mut s) = Session::start("jobctl-shc-bg") else { return };
+    let cmd = s.command("cooked", false);
+    s.type_line(&format!(r#"sh -c '{cmd}; echo "JC""-DONE=$?"'"#));
+    let provider = field(&s.expect_line("JC-READY"), "pid");
+    let (_, guardian, _) = stat(provider).expect("the program's stat");
+    let sh = s.suspend(provider, CTRL_Z);
+    s.type_line("bg");
+    let cont = s.expect_line("JC-CONT");
+    assert_eq!(field(&cont, "fg"), 0, "after bg the program runs without the terminal: {cont:?}");
+    s.wait_state(provider, b'T', "the program stopped by its background read (SIGTTIN)");
+    s.wait_state(guardian, b'T', "the wrapper stopped with it");
+    s.wait_state(sh, b'T', "the sh above the wrapper stopped with it");
+    s.wait_job_stopped();
+    let bash = s.bash_pid();
+    let (pgrp, tpgid) = pgrp_and_tpgid(bash).expect("bash's stat");
+    assert_eq!(tpgid, pgrp, "the terminal belongs to the shell");
+    s.type_line("kill %1");
+    s.wait_only_bash_left("kill %1 ends the job");
+    s.shell_answers();
+}
+
+/// A background wrapper in an orphaned process group (`( WRAPPER cmd </dev/tty & )`): the
+/// program's read from the terminal stops it, the wrapper cannot stop itself (orphaned), and
+/// it must not take the terminal from the shell for the program: the shell keeps reading its
+/// own input. The program stays stopped until it is told to stop.
+#[test]
+fn orphaned_background_wrapper_never_takes_the_shells_input() {
+    let Some(mut s) = Session::start("jobctl-orphan") else { return };
+    let cmd = s.command("cooked", false);
+    s.type_line(&format!("({cmd} </dev/tty &)"));
+    let provider = field(&s.expect_line("JC-READY"), "pid");
+    let (_, guardian, _) = stat(provider).expect("the program's stat");
+    s.wait_state(provider, b'T', "the background program stopped by its read (SIGTTIN)");
+    if s.events.is_some() {
+        wait_for("guardian's `stopped` event about the program", || {
+            s.events().into_iter().find(|e| e["event"] == "stopped" && e["pid"] == provider)
+        });
+    }
+    // Typed for the shell: bash runs it, the program does not read it.
+    s.shell_answers();
+    let bash = s.bash_pid();
+    let (pgrp, tpgid) = pgrp_and_tpgid(bash).expect("bash's stat");
+    assert_eq!(tpgid, pgrp, "the terminal still belongs to the shell");
+    let (state, _, _) = stat(provider).expect("the program's stat");
+    assert_eq!(state, b'T', "the program is still stopped");
+    assert!(!s.transcript().contains("JC-GOT"), "the program read the shell's input:\n{}", s.transcript());
+    assert!(common::signal_tagged(guardian, &s.ctx.nonce, libc::SIGTERM), "SIGTERM the wrapper");
+    s.wait_only_bash_left("SIGTERM ends the orphaned tree");
+    s.shell_answers();
+}
+
+/// fd 0 is a pipe (`echo | WRAPPER cmd`) and the program uses the terminal through /dev/tty:
+/// it reads it (SIGTTIN from the background) and sets it (tcsetattr on fd 1, SIGTTOU), and
+/// gets it for both, as without the wrapper.
+#[test]
+fn stdin_from_a_pipe_program_reads_and_sets_the_terminal() {
+    for (name, options) in [("jobctl-pipe-read", ""), ("jobctl-pipe-set", "--set-first")] {
+        let Some(mut s) = Session::start(name) else { return };
+        let cmd = s.command_with("devtty", options);
+        s.type_line(&format!("echo | {cmd}"));
+        let provider = field(&s.expect_line("JC-READY"), "pid");
+        if options == "--set-first" {
+            let set = s.expect_line("JC-SET");
+            assert_eq!(field(&set, "fg"), 1, "tcsetattr went through with the terminal: {set:?}");
+        }
+        s.type_line("ping");
+        let got = s.expect_line("JC-GOT ping");
+        assert_eq!(field(&got, "fg"), 1, "the program read /dev/tty in the foreground: {got:?}");
+        if options.is_empty() {
+            let set = s.expect_line("JC-SET");
+            assert_eq!(field(&set, "fg"), 1, "{set:?}");
+        }
+        s.wait_gone(provider, "the program");
+        assert_eq!(s.status(), 0);
+        s.wait_only_bash_left("after the program");
+        let (pgrp, tpgid) = pgrp_and_tpgid(s.bash_pid()).expect("bash's stat");
+        assert_eq!(tpgid, pgrp, "the terminal is the shell's again");
+    }
+}
+
+/// fd 0 is a pipe and the program never touches the terminal (a driver, not the program,
+/// reads it): ^Z stops the job, and `fg` gives the terminal back to the job's group, the
+/// wrapper's, not to the program's; ^C then ends it.
+#[test]
+fn stdin_from_a_pipe_fg_leaves_the_terminal_with_the_wrappers_group() {
+    let Some(mut s) = Session::start("jobctl-pipe-fg") else { return };
+    let cmd = s.command("hold", false);
+    s.type_line(&format!("echo | {cmd}"));
+    let provider = field(&s.expect_line("JC-READY"), "pid");
+    let wrapper = s.suspend(provider, CTRL_Z);
+    s.type_line("fg");
+    s.expect_line("JC-CONT");
+    let (wrapper_pgrp, tpgid) = pgrp_and_tpgid(wrapper).expect("the wrapper's stat");
+    assert_eq!(tpgid, wrapper_pgrp, "after fg the job's group holds the terminal, not the program's");
+    s.send(CTRL_C);
+    s.wait_gone(provider, "the program after ^C");
+    s.wait_gone(wrapper, "the wrapper after ^C");
+    assert_eq!(s.status(), 130, "^C ends the job with 128+SIGINT");
+    s.wait_only_bash_left("after ^C");
+}

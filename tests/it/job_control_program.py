@@ -16,6 +16,11 @@ modes:
           "JC-RESUMED fg=F". Any other key prints "JC-KEY <hex> fg=F"; "q" exits 0.
   exit    prints JC-READY and exits 0.
   hold    prints JC-READY and waits for signals without touching the terminal.
+  devtty  uses the terminal through /dev/tty whatever fd 0 is (a pipe): reads a line from
+          /dev/tty and answers "JC-GOT <line> fg=F", then sets fd 1's attributes
+          (tcsetattr, which stops a background group with SIGTTOU) and prints "JC-SET fg=F",
+          then exits 0; with --set-first it sets the attributes before reading. F here is
+          tcgetpgrp(/dev/tty) == getpgrp().
 
 --child starts a descendant first (`sleep 1000.NONCE`), so a test can check the whole tree.
 --late FIFO waits for a line on FIFO after JC-READY, before the mode touches the terminal.
@@ -93,6 +98,25 @@ def raw():
         termios.tcsetattr(0, termios.TCSANOW, saved)
 
 
+def devtty(set_first):
+    tty = os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY)
+
+    def tty_fg():
+        return 1 if os.tcgetpgrp(tty) == os.getpgrp() else 0
+
+    def set_attributes():
+        termios.tcsetattr(1, termios.TCSANOW, termios.tcgetattr(1))
+        say("JC-SET fg=%d" % tty_fg())
+
+    if set_first:
+        set_attributes()
+    line = os.read(tty, 1024).decode(errors="replace").strip()
+    say("JC-GOT %s fg=%d" % (line, tty_fg()))
+    if not set_first:
+        set_attributes()
+    sys.exit(0)
+
+
 def main():
     mode, nonce = sys.argv[1], sys.argv[2]
     # Default dispositions, as a C program has them (python turns SIGINT into an exception).
@@ -110,6 +134,10 @@ def main():
         raw()
     elif mode == "exit":
         sys.exit(0)
+    elif mode == "devtty":
+        # A plain program: no SIGCONT handler, so a stopped tcsetattr or read restarts.
+        signal.signal(signal.SIGCONT, signal.SIG_DFL)
+        devtty("--set-first" in sys.argv[3:])
     elif mode == "hold":
         while True:
             signal.pause()

@@ -9,7 +9,8 @@ fn ms(n: u64) -> Duration {
 }
 
 fn state_with(timeout: Option<Duration>, wait_descendants: bool, terminal: Terminal) -> State {
-    let cfg = Config { grace: GRACE, timeout, wait_descendants, started: ms(0), job_control: true };
+    let cfg =
+        Config { grace: GRACE, timeout, wait_descendants, started: ms(0), job_control: true, stdin_terminal: true };
     State::new(cfg, terminal, false)
 }
 
@@ -153,8 +154,14 @@ fn timeout_and_parent_death_reach_the_whole_tree_at_once() {
 
 #[test]
 fn zero_grace_goes_straight_to_sigkill() {
-    let cfg =
-        Config { grace: Duration::ZERO, timeout: None, wait_descendants: false, started: ms(0), job_control: true };
+    let cfg = Config {
+        grace: Duration::ZERO,
+        timeout: None,
+        wait_descendants: false,
+        started: ms(0),
+        job_control: true,
+        stdin_terminal: true,
+    };
     let mut s = State::new(cfg, Terminal::None, false);
     let out = s.on(reaped(Some(exited(0)), false), ms(10));
     assert_eq!(out, vec![Action::KillProvider, Action::Round { kill: true, outside_leaf: true }]);
@@ -175,7 +182,14 @@ fn abandon_waits_from_the_last_progress() {
 
 #[test]
 fn leaf_needs_populated_0_as_well_as_echild() {
-    let cfg = Config { grace: GRACE, timeout: None, wait_descendants: false, started: ms(0), job_control: true };
+    let cfg = Config {
+        grace: GRACE,
+        timeout: None,
+        wait_descendants: false,
+        started: ms(0),
+        job_control: true,
+        stdin_terminal: true,
+    };
     let mut s = State::new(cfg, Terminal::None, true);
     let out = s.on(reaped(Some(exited(0)), true), ms(0));
     assert_eq!(out, vec![Action::Round { kill: false, outside_leaf: false }], "leaf still populated");
@@ -202,7 +216,14 @@ fn job_stop_without_a_terminal_does_not_suspend_guardian() {
     assert_eq!(s.phase(), Phase::ProviderStopped { signal: libc::SIGTSTP });
     // PID 1 (container): the kernel would discard guardian's own stop, and no shell
     // above would see it: ^Z means nothing, the provider is continued.
-    let cfg = Config { grace: GRACE, timeout: None, wait_descendants: false, started: ms(0), job_control: false };
+    let cfg = Config {
+        grace: GRACE,
+        timeout: None,
+        wait_descendants: false,
+        started: ms(0),
+        job_control: false,
+        stdin_terminal: true,
+    };
     let mut s = State::new(cfg, Terminal::Provider, false);
     let out = s.on(Happened::ProviderStopped { signal: libc::SIGTSTP, foreground: Foreground::Provider }, ms(0));
     assert_eq!(out, vec![Action::EmitStopped { signal: libc::SIGTSTP }, Action::ContinueProviderGroup]);
@@ -217,7 +238,7 @@ fn ctrl_z_suspends_guardian_and_fg_hands_the_terminal_back() {
         out,
         vec![Action::EmitStopped { signal: libc::SIGTSTP }, Action::TakeTerminal, Action::SuspendSelf(libc::SIGTSTP)]
     );
-    assert_eq!(s.phase(), Phase::GuardianSuspended { signal: libc::SIGTSTP });
+    assert_eq!(s.phase(), Phase::GuardianSuspended { signal: libc::SIGTSTP, took_terminal: true });
     // fg: the shell gave guardian's group the terminal, then SIGCONT.
     let out = s.on(Happened::Continued { foreground: true }, ms(10));
     assert_eq!(out, vec![Action::GiveTerminal, Action::ContinueProviderGroup]);
@@ -251,7 +272,7 @@ fn bg_then_a_read_folded_into_one_report_stops_the_job_again() {
     assert_eq!(s.phase(), Phase::Running);
     let out = s.on(Happened::ProviderStopped { signal: libc::SIGTTIN, foreground: Foreground::Other }, ms(20));
     assert_eq!(out, vec![Action::EmitStopped { signal: libc::SIGTTIN }, Action::SuspendSelf(libc::SIGTTIN)]);
-    assert_eq!(s.phase(), Phase::GuardianSuspended { signal: libc::SIGTTIN });
+    assert_eq!(s.phase(), Phase::GuardianSuspended { signal: libc::SIGTTIN, took_terminal: false });
 }
 
 #[test]
@@ -277,6 +298,83 @@ fn refused_suspend_resumes_the_provider() {
     let out = s.on(Happened::SuspendRefused, ms(1));
     assert_eq!(out, vec![Action::GiveTerminal, Action::ContinueProviderGroup]);
     assert_eq!(s.phase(), Phase::Running);
+}
+
+#[test]
+fn refused_suspend_of_a_background_guardian_never_takes_the_terminal() {
+    // `(guardian -- cmd </dev/tty &)` in an interactive shell: guardian's group is orphaned
+    // and in the background; cmd's read stops it (SIGTTIN) while the shell holds the terminal.
+    for terminal in [Terminal::Guardian, Terminal::Provider] {
+        let mut s = state_with(None, false, terminal);
+        let out = s.on(Happened::ProviderStopped { signal: libc::SIGTTIN, foreground: Foreground::Other }, ms(0));
+        assert_eq!(out, vec![Action::EmitStopped { signal: libc::SIGTTIN }, Action::SuspendSelf(libc::SIGTTIN)]);
+        assert_eq!(s.phase(), Phase::GuardianSuspended { signal: libc::SIGTTIN, took_terminal: false });
+        let out = s.on(Happened::SuspendRefused, ms(1));
+        assert!(out.is_empty(), "no terminal hand-off and no SIGCONT: the shell keeps its input: {out:?}");
+        assert_eq!(s.phase(), Phase::ProviderStopped { signal: libc::SIGTTIN });
+        // The stopped provider is still stopped and killed on request.
+        let out = s.on(Happened::StopRequest, ms(2));
+        assert_eq!(out[1..], [Action::StopProvider { reason: "forwarded" }, Action::ContinueProviderGroup]);
+    }
+    // A ^Z-like stop while another group holds the terminal: the same.
+    let mut s = state_with(None, false, Terminal::Guardian);
+    s.on(Happened::ProviderStopped { signal: libc::SIGTSTP, foreground: Foreground::Other }, ms(0));
+    assert!(s.on(Happened::SuspendRefused, ms(1)).is_empty());
+    assert_eq!(s.phase(), Phase::ProviderStopped { signal: libc::SIGTSTP });
+}
+
+#[test]
+fn terminal_use_without_a_hand_off_at_start_gets_the_terminal() {
+    // `echo | guardian -- cmd`: fd 0 is a pipe, so guardian handed nothing over at start, but
+    // its group is the foreground; cmd reads /dev/tty (SIGTTIN) or sets it (SIGTTOU).
+    for job_control in [true, false] {
+        for signal in [libc::SIGTTIN, libc::SIGTTOU] {
+            let cfg = Config {
+                grace: GRACE,
+                timeout: None,
+                wait_descendants: false,
+                started: ms(0),
+                job_control,
+                stdin_terminal: false,
+            };
+            let mut s = State::new(cfg, Terminal::Guardian, false);
+            let out = s.on(Happened::ProviderStopped { signal, foreground: Foreground::Guardian }, ms(0));
+            assert_eq!(
+                out,
+                vec![Action::EmitStopped { signal }, Action::GiveTerminal, Action::ContinueProviderGroup],
+                "job control {job_control}: PID 1 hands it over too, or the provider stops again at once"
+            );
+            assert_eq!(s.phase(), Phase::Running);
+            // Its exit gives the terminal back to guardian's group.
+            let out = s.on(reaped(Some(exited(0)), true), ms(5));
+            assert_eq!(out, vec![Action::TakeTerminal, Action::Release { code: 0 }]);
+        }
+    }
+}
+
+#[test]
+fn without_the_terminal_on_fd_0_the_provider_gets_it_only_when_it_uses_it() {
+    // `echo | guardian -- cmd`, or a driver (a TUI) whose group guardian shares, stdin a pipe:
+    // the driver is what reads the terminal. ^Z of that group and `fg` must leave it there.
+    let cfg = Config {
+        grace: GRACE,
+        timeout: None,
+        wait_descendants: false,
+        started: ms(0),
+        job_control: true,
+        stdin_terminal: false,
+    };
+    let mut s = State::new(cfg, Terminal::Guardian, false);
+    assert_eq!(s.on(Happened::Continued { foreground: true }, ms(0)), vec![Action::Forward(libc::SIGCONT)]);
+    let out = s.on(Happened::ProviderStopped { signal: libc::SIGTSTP, foreground: Foreground::Guardian }, ms(1));
+    assert_eq!(out, vec![Action::EmitStopped { signal: libc::SIGTSTP }, Action::SuspendSelf(libc::SIGTSTP)]);
+    let out = s.on(Happened::Continued { foreground: true }, ms(2));
+    assert_eq!(out, vec![Action::ContinueProviderGroup], "fg continues the provider, the terminal stays");
+    // A read from the terminal: now it is the provider's (and after fg of a SIGTTIN stop).
+    let out = s.on(Happened::ProviderStopped { signal: libc::SIGTTIN, foreground: Foreground::Other }, ms(3));
+    assert_eq!(out, vec![Action::EmitStopped { signal: libc::SIGTTIN }, Action::SuspendSelf(libc::SIGTTIN)]);
+    let out = s.on(Happened::Continued { foreground: true }, ms(4));
+    assert_eq!(out, vec![Action::GiveTerminal, Action::ContinueProviderGroup]);
 }
 
 #[test]
