@@ -9,6 +9,7 @@
 //! it polls `cgroup.events`, and at the end removes the leaf (`release`) or abandons it
 //! (`abandon`). Neither exits the process: `run` returns guardian's status to `main`.
 
+mod end;
 pub mod state;
 
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
@@ -17,8 +18,8 @@ use std::time::Duration;
 use rustix::event::{PollFd, PollFlags};
 
 use crate::cli::ForwardTo;
-use crate::events::{Abandoned, Event, Events, Released, Signal, Usage};
-use crate::exit::{self, Failure};
+use crate::events::{Event, Events, Signal, Usage};
+use crate::exit::Failure;
 use crate::pidref::PidRef;
 use crate::signals;
 use crate::sys::{self, JobChange, Reaped, WaitStatus};
@@ -567,69 +568,5 @@ impl Supervisor {
         // SIGKILL deadline). Without one, every round scans.
         let scan = self.tree.leaf.is_none() || outside_leaf;
         self.tree.round(phase, self.stop_signal, provider, reason, scan, &mut self.events)
-    }
-
-    /// SIGKILL was sent long ago and children remain that guardian cannot see or signal.
-    /// Exiting is honest only as a failure: `error`, never `released`; `main` prints it.
-    fn abandon(&mut self) -> Failure {
-        let remaining = self.tree.remaining();
-        let unkillable = &self.tree.stats.unkillable;
-        let message = format!(
-            "processes remain after SIGKILL: {remaining:?} (not permitted to signal: {unkillable:?}; others may be hidden from /proc); giving up"
-        );
-        if let Some(leaf) = self.tree.leaf.as_mut() {
-            leaf.remove_now();
-        }
-        let abandoned = Some(Abandoned { unkillable: unkillable.clone(), remaining });
-        self.events.emit(Event::Error { status: exit::GUARDIAN, message: message.clone(), abandoned });
-        let events = std::mem::replace(&mut self.events, Events::disabled());
-        events.close(EVENTS_CLOSE_WAIT);
-        Failure::guardian(message)
-    }
-
-    fn release(&mut self, code: i32) -> i32 {
-        let (mut cgroup_path, mut oom_kill) = (None, None);
-        if let Some(leaf) = self.tree.leaf.as_mut() {
-            oom_kill = leaf.oom_kills();
-            // `released.cgroup` names the leaf only once it is really gone: a leaf that could
-            // not be removed is reported here, never claimed removed.
-            if let Err(e) = leaf.remove() {
-                crate::warn!("could not remove the leaf cgroup {}: {e}; 'guardian sweep' will", leaf.path.display());
-            } else {
-                cgroup_path = Some(leaf.path_text());
-                crate::debug!("removed the leaf cgroup {}", leaf.path.display());
-            }
-        }
-        if let Some(n) = oom_kill.filter(|&n| n > 0) {
-            crate::warn!("the kernel's OOM killer killed {n} process(es) in the leaf (memory.max)");
-        }
-        let teardown_ms = self.state.exited_at().map_or(0.0, |t| (sys::monotonic() - t).as_micros() as f64 / 1000.0);
-        let stats = &self.tree.stats;
-        crate::info!(
-            "released: status {code}, {} signalled, {} killed, {} reaped, teardown {teardown_ms:.3} ms",
-            stats.signalled,
-            stats.killed,
-            stats.reaped
-        );
-        let signalled = match self.tree.discovery {
-            Discovery::Scan => Some(stats.signalled),
-            _ => None,
-        };
-        self.events.emit(Event::Released(Released {
-            status: code,
-            signalled,
-            killed: stats.killed,
-            reaped: stats.reaped,
-            teardown_ms,
-            cgroup: cgroup_path,
-            oom_kill,
-            provider: self.provider_usage,
-            // After the last reap: the provider and every descendant reaped (by guardian, or
-            // by a process of the tree guardian then reaped).
-            tree: sys::children_usage(),
-        }));
-        let events = std::mem::replace(&mut self.events, Events::disabled());
-        events.close(EVENTS_CLOSE_WAIT);
-        code
     }
 }
