@@ -156,6 +156,12 @@ fn start(cli: &cli::Cli, me: i32, events: &mut Events) -> Result<Started, Failur
     //    the background) and fd 0 is that terminal (an interactive command); otherwise it gets
     //    it when it first reads or sets the terminal while guardian's group holds it.
     let tty = match sys::open_controlling_terminal() {
+        // A group outside guardian's PID namespace reads as 0, and so does a foreground group
+        // that is not visible: no comparison of the two can be trusted, so no job control.
+        Ok(Some(_)) if sys::getpgrp() == 0 => {
+            debug!("guardian's process group is outside its PID namespace: no job control through guardian");
+            None
+        }
         Ok(tty) => tty,
         Err(e) => {
             debug!("opening /dev/tty failed ({e}): no job control through guardian");

@@ -25,9 +25,12 @@ pub fn tcsetpgrp(fd: RawFd, pgrp: i32) -> io::Result<()> {
     cvt(unsafe { libc::tcsetpgrp(fd, pgrp) }).map(drop)
 }
 
-/// `getpgrp()`.
+/// `getpgrp()`: guardian's process group as its PID namespace sees it, 0 when the group
+/// lives outside that namespace (`unshare -pf`, `nsenter -p`: the group's leader is in an
+/// ancestor namespace). A libc call: rustix's `getpgrp` builds a non-zero `Pid` from the 0.
 pub fn getpgrp() -> i32 {
-    rustix::process::getpgrp().as_raw_nonzero().get()
+    // SAFETY: getpgrp takes nothing and cannot fail.
+    unsafe { libc::getpgrp() }
 }
 
 /// `setpgid(pid, pgid)`; 0 for either means the caller, as in C.
