@@ -105,6 +105,13 @@ pub struct Tree {
     known: HashMap<i32, u64>,
     /// Broadcast mode without a `/proc` of the namespace: the stop signal's `kill(-1)` was sent.
     namespace_stopped: bool,
+    /// guardian's own children that a walk SIGKILLed before reading their `children` files,
+    /// until guardian reaps them (their pids are pinned until then): they cannot fork any
+    /// more and their children were read after the kill, so later kill rounds skip them.
+    killed_children: HashSet<i32>,
+    /// The last round signalled a process whose children were read before the signal (or a
+    /// stop signal, after which a process may still fork): the next round follows at once.
+    chase: bool,
 }
 
 impl Tree {
@@ -138,7 +145,22 @@ impl Tree {
             listed: HashSet::new(),
             known: HashMap::new(),
             namespace_stopped: false,
+            killed_children: HashSet::new(),
+            chase: false,
         }
+    }
+
+    /// guardian reaped `pid`, one of its children: from now on the pid may name another process.
+    pub fn reaped(&mut self, pid: i32) {
+        self.stats.reaped += 1;
+        self.killed_children.remove(&pid);
+    }
+
+    /// Whether the round that just signalled `sent` processes must be followed by another at
+    /// once: a /proc scan (not a broadcast, not a leaf's `cgroup.procs`) that may have missed a
+    /// child born after it read its parent's `children` (see [`Tree::walk_round`]).
+    pub fn chase(&self, sent: usize) -> bool {
+        sent > 0 && self.discovery == Discovery::Scan && self.leaf.is_none() && (!self.walk || self.chase)
     }
 
     /// One round: sends the phase's signal to every descendant that has not had it yet.
@@ -346,6 +368,9 @@ impl Tree {
     }
 
     fn scan_round(&mut self, r: &Round<'_>, events: &mut Events) -> usize {
+        if self.walk {
+            return self.walk_round(r, events);
+        }
         let mut sent = Vec::new();
         let Some((desc, seen)) = self.discover(r, &mut sent, events) else {
             return 0;
@@ -366,15 +391,109 @@ impl Tree {
         sent.len()
     }
 
-    /// This round's descendants, breadth-first, and how many processes were read to find them:
-    /// a top-down walk of the `children` files where the kernel has them, else a listing of
-    /// all of `/proc` (newcomers since the last round are signalled first, into `sent`).
-    fn discover(&mut self, r: &Round<'_>, sent: &mut Vec<i32>, events: &mut Events) -> Option<(Vec<Stat>, usize)> {
-        if self.walk {
-            let desc = self.proc.as_mut()?.walk(self.self_pid);
-            let seen = desc.len() + 1;
-            return Some((desc, seen));
+    /// A round over the `children` files, top-down. guardian's own children need no identity
+    /// check (only guardian reaps them, and it reaps nothing during a round, so their pids are
+    /// pinned: `kill(pid)` needs no pidfd and no re-read). In a kill round each is SIGKILLed as
+    /// soon as its `stat` is read, and only then is its `children` file read: a SIGKILLed
+    /// process cannot fork any more (the kernel fails a fork once a fatal signal is pending),
+    /// so that read is complete, and the round re-reads guardian's own `children` until it
+    /// holds nobody new (the children of a killed process that exited before its file was read
+    /// were reparented there); later kill rounds skip it until it is reaped. Everything else
+    /// (the deeper descendants; in a stop round guardian's children too) is collected by the
+    /// walk, then signalled, each checked through a pidfd ([`Tree::open_verified`]); their
+    /// `children` were read before the signal, so such a round is chased by another at once.
+    fn walk_round(&mut self, r: &Round<'_>, events: &mut Events) -> usize {
+        let me = self.self_pid;
+        let kill = r.phase == Phase::Kill;
+        let mut sent = Vec::new();
+        // What is signalled after the walk: the deeper descendants (and in a stop round,
+        // guardian's children too), in the order found.
+        let mut later: Vec<Stat> = Vec::new();
+        let mut deeper = 0;
+        // Every process reached this round: guardian, its children, the deeper descendants.
+        let mut members: HashSet<i32> = HashSet::from([me]);
+        let me_stat = Stat { pid: me, state: b'R', ppid: 0, pgrp: 0, session: 0, threads: 1, starttime: 0 };
+        let (mut kids, mut grandkids) = (Vec::new(), Vec::new());
+        let mut queue = std::collections::VecDeque::new();
+        let mut seen = 1;
+        loop {
+            kids.clear();
+            let Some(proc) = self.proc.as_mut() else { return 0 };
+            if proc.children(&me_stat, &mut kids).is_none() {
+                break;
+            }
+            let mut fresh = false;
+            for &pid in &kids {
+                // Killed and not reaped yet: nothing left to do for it or below it.
+                if (kill && self.killed_children.contains(&pid)) || !members.insert(pid) {
+                    continue;
+                }
+                fresh = true;
+                let Some(st) = self.proc.as_mut().and_then(|p| p.stat(pid)).filter(|st| st.ppid == me) else {
+                    continue;
+                };
+                seen += 1;
+                if kill {
+                    let before = sent.len();
+                    self.signal_one(&st, &members, r, &mut sent, events);
+                    if sent.len() > before {
+                        self.killed_children.insert(pid);
+                    }
+                } else {
+                    later.push(st);
+                }
+                if !st.is_dead() {
+                    queue.push_back(st);
+                }
+            }
+            let Some(proc) = self.proc.as_mut() else { return 0 };
+            while let Some(parent) = queue.pop_front() {
+                grandkids.clear();
+                if proc.children(&parent, &mut grandkids).is_none() {
+                    continue;
+                }
+                for &pid in &grandkids {
+                    // A child whose `stat` no longer names that parent (it died, or was
+                    // reparented meanwhile) is left to the next round.
+                    if let Some(st) = proc.stat(pid).filter(|st| st.ppid == parent.pid) {
+                        seen += 1;
+                        members.insert(pid);
+                        later.push(st);
+                        deeper += 1;
+                        // An exited process has no children left: they were reparented (to
+                        // guardian, the subreaper) before it became a zombie.
+                        if !st.is_dead() {
+                            queue.push_back(st);
+                        }
+                    }
+                }
+            }
+            if !kill || !fresh {
+                break;
+            }
         }
+        crate::test_hooks::pause_after_scan(&later, events);
+        let direct = sent.len();
+        for d in &later {
+            self.signal_one(d, &members, r, &mut sent, events);
+        }
+        self.chase = !kill || sent.len() > direct;
+        crate::debug!(
+            "round ({}): {seen} processes read, {} children and {} deeper descendants, {} sent {}",
+            r.reason,
+            members.len() - 1 - deeper,
+            deeper,
+            sent.len(),
+            signals::name(r.sig)
+        );
+        self.report(r, &sent, None, events);
+        sent.len()
+    }
+
+    /// This round's descendants, breadth-first, and how many processes were read to find them,
+    /// where the kernel lacks the `children` files: a listing of all of `/proc` (newcomers
+    /// since the last round are signalled first, into `sent`).
+    fn discover(&mut self, r: &Round<'_>, sent: &mut Vec<i32>, events: &mut Events) -> Option<(Vec<Stat>, usize)> {
         let pids = match self.proc.as_mut()?.list() {
             Ok(pids) => pids,
             Err(e) => {
@@ -564,6 +683,13 @@ impl Tree {
     /// Without pidfds only unreaped direct children are signalled (the tree is peeled from the
     /// top: grandchildren become children when their parents die).
     fn open_verified(&mut self, seen: &Stat, members: &HashSet<i32>, events: &mut Events) -> Option<PidRef> {
+        // A process the scan saw as guardian's own child is still that child: only guardian
+        // reaps it, and guardian reaps nothing during a round, so its pid cannot have changed
+        // owner since the scan read its `stat`. `kill(pid)` reaches it with no pidfd and no
+        // re-read (the teardown's common case: orphans are reparented to guardian).
+        if seen.ppid == self.self_pid {
+            return Some(PidRef::child(seen.pid, None));
+        }
         if self.use_pidfd {
             match sys::pidfd_open(seen.pid) {
                 Ok(fd) => {
@@ -582,7 +708,7 @@ impl Tree {
                 }
             }
         }
-        // A direct child that guardian has not reaped cannot have had its pid reused.
-        (seen.ppid == self.self_pid).then(|| PidRef::child(seen.pid, None))
+        // Without pidfds only direct children (handled above) can be signalled safely.
+        None
     }
 }

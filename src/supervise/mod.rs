@@ -249,7 +249,7 @@ impl Supervisor {
                 let sent = self.round(kill, outside_leaf);
                 // Only /proc scans count newcomers: a broadcast or cgroup.kill round reports
                 // every time and needs no chase.
-                let chase = sent > 0 && self.tree.discovery == Discovery::Scan && self.tree.leaf.is_none();
+                let chase = self.tree.chase(sent);
                 // The round's own bookkeeping (next rescan) goes straight back to the state.
                 return self.handle(Happened::RoundDone { chase });
             }
@@ -422,7 +422,7 @@ impl Supervisor {
                 }
                 Ok(Reaped::Child(pid, _)) => {
                     crate::debug!("reaped descendant {pid}");
-                    self.tree.stats.reaped += 1;
+                    self.tree.reaped(pid);
                     descendants += 1;
                 }
                 Ok(Reaped::NoneReady) => break,
