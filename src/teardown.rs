@@ -99,7 +99,9 @@ pub struct Tree {
     leaf_killed: HashSet<i32>,
     /// The pids of the previous round's `/proc` listing: any other pid is a newcomer.
     /// Rounds walk the `children` files instead of listing all of `/proc`.
-    walk: bool,
+    /// Decided at the first round that scans (start-up does not pay for a tree it may never
+    /// have): `None` until then.
+    walk: Option<bool>,
     listed: HashSet<i32>,
     /// The descendants the previous round's scan found, with their start times.
     known: HashMap<i32, u64>,
@@ -117,20 +119,13 @@ pub struct Tree {
 impl Tree {
     /// `proc` is used in scan mode, and in broadcast mode when it is the namespace's own.
     pub fn new(discovery: Discovery, proc: Option<Proc>, leaf: Option<Leaf>) -> Tree {
-        let mut proc = match discovery {
+        let proc = match discovery {
             Discovery::Scan => proc,
             Discovery::Broadcast => proc.and_then(|mut p| p.is_own_namespace().then_some(p)),
             Discovery::Blind => None,
         };
-        let walk = proc.as_mut().is_some_and(|p| p.has_children_files()) && !crate::test_hooks::forced_full_scan();
-        if proc.is_some() {
-            crate::debug!(
-                "descendants are found by {}",
-                if walk { "walking /proc/PID/task/TID/children" } else { "listing all of /proc" }
-            );
-        }
         Tree {
-            walk,
+            walk: None,
             discovery,
             self_pid: std::process::id() as i32,
             proc,
@@ -150,6 +145,23 @@ impl Tree {
         }
     }
 
+    /// Whether rounds walk the `children` files (the kernel has them) rather than list all of
+    /// `/proc`; asked once, at the first round that needs to know.
+    fn walks(&mut self) -> bool {
+        if let Some(walk) = self.walk {
+            return walk;
+        }
+        let walk = self.proc.as_mut().is_some_and(|p| p.has_children_files()) && !crate::test_hooks::forced_full_scan();
+        if self.proc.is_some() {
+            crate::debug!(
+                "descendants are found by {}",
+                if walk { "walking /proc/PID/task/TID/children" } else { "listing all of /proc" }
+            );
+        }
+        self.walk = Some(walk);
+        walk
+    }
+
     /// guardian reaped `pid`, one of its children: from now on the pid may name another process.
     pub fn reaped(&mut self, pid: i32) {
         self.stats.reaped += 1;
@@ -160,7 +172,7 @@ impl Tree {
     /// once: a /proc scan (not a broadcast, not a leaf's `cgroup.procs`) that may have missed a
     /// child born after it read its parent's `children` (see [`Tree::walk_round`]).
     pub fn chase(&self, sent: usize) -> bool {
-        sent > 0 && self.discovery == Discovery::Scan && self.leaf.is_none() && (!self.walk || self.chase)
+        sent > 0 && self.discovery == Discovery::Scan && self.leaf.is_none() && (self.walk != Some(true) || self.chase)
     }
 
     /// One round: sends the phase's signal to every descendant that has not had it yet.
@@ -368,7 +380,7 @@ impl Tree {
     }
 
     fn scan_round(&mut self, r: &Round<'_>, events: &mut Events) -> usize {
-        if self.walk {
+        if self.walks() {
             return self.walk_round(r, events);
         }
         let mut sent = Vec::new();
@@ -666,10 +678,11 @@ impl Tree {
     /// without it): what an abandoned teardown leaves behind.
     pub fn remaining(&mut self) -> Vec<i32> {
         let me = self.self_pid;
+        let walk = self.walks();
         let Some(proc) = self.proc.as_mut() else {
             return Vec::new();
         };
-        let desc = if self.walk {
+        let desc = if walk {
             proc.walk(me)
         } else {
             let pids = proc.list().unwrap_or_default();
