@@ -664,6 +664,17 @@ fn startup_stack_range(execfn: usize, limit: Option<u64>, sp: usize) -> Option<(
     ((lo..top).contains(&sp) && end > lo).then_some((lo, end))
 }
 
+/// Whether `pid`, an unreaped direct child, has exited (is a zombie): `waitid(P_PID, pid,
+/// WEXITED | WNOHANG | WNOWAIT)`, which leaves it for `reap_one`. No `/proc` read.
+pub fn child_exited(pid: i32) -> bool {
+    // SAFETY: info is a zeroed siginfo_t the kernel fills in; the id is a pid.
+    unsafe {
+        let mut info: libc::siginfo_t = std::mem::zeroed();
+        let rc = libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, libc::WEXITED | libc::WNOHANG | libc::WNOWAIT);
+        rc == 0 && info.si_pid() != 0
+    }
+}
+
 /// A stop or continue of a child, as `waitid(WSTOPPED | WCONTINUED)` reports it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum JobChange {

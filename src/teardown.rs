@@ -86,8 +86,10 @@ pub struct Tree {
     self_pid: i32,
     proc: Option<Proc>,
     use_pidfd: bool,
-    stopped: HashSet<(i32, u64)>,
-    killed: HashSet<(i32, u64)>,
+    /// Who had the stop signal, and SIGKILL: pid -> start time (a pid names one live process
+    /// at a time, so a newer process under a recycled pid replaces the entry).
+    stopped: HashMap<i32, u64>,
+    killed: HashMap<i32, u64>,
     pub stats: Stats,
     /// The provider's leaf cgroup (cgroup mode).
     pub leaf: Option<Leaf>,
@@ -130,8 +132,8 @@ impl Tree {
             self_pid: std::process::id() as i32,
             proc,
             use_pidfd: crate::pidref::pidfd_signal_usable(),
-            stopped: HashSet::new(),
-            killed: HashSet::new(),
+            stopped: HashMap::new(),
+            killed: HashMap::new(),
             stats: Stats::default(),
             leaf,
             leaf_kill_reported: false,
@@ -303,7 +305,7 @@ impl Tree {
                 continue;
             }
             let Some(st) = self.proc.as_mut().and_then(|p| p.stat(pid)) else { continue };
-            if st.is_dead() || self.stopped.contains(&(pid, st.starttime)) {
+            if st.is_dead() || self.stopped.get(&pid) == Some(&st.starttime) {
                 continue;
             }
             if let Some(handle) = self.open_leaf_member(&st) {
@@ -441,19 +443,17 @@ impl Tree {
                     continue;
                 }
                 fresh = true;
+                seen += 1;
+                if kill {
+                    if let Some(st) = self.kill_child(pid, r, &mut sent) {
+                        queue.push_back(st);
+                    }
+                    continue;
+                }
                 let Some(st) = self.proc.as_mut().and_then(|p| p.stat(pid)).filter(|st| st.ppid == me) else {
                     continue;
                 };
-                seen += 1;
-                if kill {
-                    let before = sent.len();
-                    self.signal_one(&st, &members, r, &mut sent, events);
-                    if sent.len() > before {
-                        self.killed_children.insert(pid);
-                    }
-                } else {
-                    later.push(st);
-                }
+                later.push(st);
                 if !st.is_dead() {
                     queue.push_back(st);
                 }
@@ -500,6 +500,41 @@ impl Tree {
         );
         self.report(r, &sent, None, events);
         sent.len()
+    }
+
+    /// A kill round's SIGKILL to `pid`, listed in guardian's own `children`: pinned until
+    /// guardian reaps it, so it needs no `/proc` read at all: `waitid(WNOWAIT)` tells a zombie
+    /// (nothing to kill, no children left), `kill(pid)` reaches the rest, and `killed_children`
+    /// (cleared at reap) remembers it. Returns what the walk needs to read its children: its
+    /// main thread's `children` file (children forked by other threads are reparented to
+    /// guardian when the killed process exits, and a later round finds them there).
+    fn kill_child(&mut self, pid: i32, r: &Round<'_>, sent: &mut Vec<i32>) -> Option<Stat> {
+        let main_thread = Stat { pid, state: b'S', ppid: self.self_pid, pgrp: 0, session: 0, threads: 1, starttime: 0 };
+        // The provider has its own handle; a member `cgroup.kill` reached this round is done.
+        if Some(pid) == r.provider || self.leaf_killed_now.contains(&pid) {
+            return Some(main_thread);
+        }
+        if sys::child_exited(pid) {
+            return None;
+        }
+        // SIGKILLed deeper down by an earlier round, then reparented to guardian when its parent
+        // died: counted once. (Its start time tells it from a newcomer under a recycled pid.)
+        if let Some(&start) = self.killed.get(&pid) {
+            let st = self.proc.as_mut().and_then(|p| p.stat(pid))?;
+            if st.starttime == start {
+                self.killed_children.insert(pid);
+                return (!st.is_dead()).then_some(st);
+            }
+        }
+        match sys::kill(pid, libc::SIGKILL) {
+            Ok(()) => {
+                sent.push(pid);
+                self.killed_children.insert(pid);
+            }
+            Err(e) if e.raw_os_error() == Some(libc::EPERM) => self.not_permitted(pid, "descendant"),
+            Err(_) => return None,
+        }
+        Some(main_thread)
     }
 
     /// This round's descendants, breadth-first, and how many processes were read to find them,
@@ -618,7 +653,7 @@ impl Tree {
             return;
         }
         let key = (d.pid, d.starttime);
-        if self.done(r.phase).contains(&key) {
+        if self.done(r.phase).get(&key.0) == Some(&key.1) {
             return;
         }
         if let Some(handle) = self.open_verified(d, members, events) {
@@ -627,7 +662,7 @@ impl Tree {
     }
 
     /// The processes that already had this phase's signal, by (pid, start time).
-    fn done(&mut self, phase: Phase) -> &mut HashSet<(i32, u64)> {
+    fn done(&mut self, phase: Phase) -> &mut HashMap<i32, u64> {
         match phase {
             Phase::Stop => &mut self.stopped,
             Phase::Kill => &mut self.killed,
@@ -643,7 +678,7 @@ impl Tree {
                     let _ = handle.signal(libc::SIGCONT);
                 }
                 sent.push(key.0);
-                self.done(r.phase).insert(key);
+                self.done(r.phase).insert(key.0, key.1);
             }
             Err(e) if e.raw_os_error() == Some(libc::EPERM) => self.not_permitted(key.0, "descendant"),
             Err(_) => {} // ESRCH: already gone.
