@@ -3,7 +3,8 @@
 //! listing of all of `/proc` that reaches the pids born since the last round first; or
 //! `kill(-1)` as PID 1 of its namespace), opens a pidfd per descendant, revalidates its
 //! identity (start time, parent still in the tree, pidfd still naming that pid), sends the
-//! signal and closes the pidfd again, so guardian never holds one fd per descendant. Each
+//! signal and closes the pidfd again, so guardian never holds one fd per descendant.
+//! guardian's own children, pinned until it reaps them, are signalled by pid. Each
 //! process gets the stop signal once and SIGKILL once; later rounds only reach newcomers. A
 //! process is skipped as dead only when it has exited entirely ([`Stat::is_dead`]: a `Z`
 //! main thread with live threads is a live process), and only signals that were delivered
@@ -407,8 +408,8 @@ impl Tree {
 
     /// A round over the `children` files, top-down. guardian's own children need no identity
     /// check (only guardian reaps them, and it reaps nothing during a round, so their pids are
-    /// pinned: `kill(pid)` needs no pidfd and no re-read). In a kill round each is SIGKILLed as
-    /// soon as its `stat` is read, and only then is its `children` file read: a SIGKILLed
+    /// pinned: `kill(pid)` needs no pidfd and no re-read). In a kill round each is SIGKILLed
+    /// without any `/proc` read ([`Tree::kill_child`]), and only then is its `children` file read: a SIGKILLed
     /// process cannot fork any more (the kernel fails a fork once a fatal signal is pending),
     /// so that read is complete, and the round re-reads guardian's own `children` until it
     /// holds nobody new (the children of a killed process that exited before its file was read
