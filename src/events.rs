@@ -111,10 +111,7 @@ impl Events {
             // 0..=2 are also the provider's stdio: leave them open.
             let _ = inherited.into_raw_fd();
         }
-        Ok((
-            Events { out: Some(Writer { fd, kind }), buf: Vec::new(), dropped: 0 },
-            note.map(|n| format!("events {n}")),
-        ))
+        Ok((Events { out: Some(Writer { fd, kind }), buf: Vec::new(), dropped: 0 }, note.map(|n| format!("events {n}"))))
     }
 
     /// Appends one event line and tries to write it.
