@@ -532,7 +532,13 @@ impl Tree {
                 sent.push(pid);
                 self.killed_children.insert(pid);
             }
-            Err(e) if e.raw_os_error() == Some(libc::EPERM) => self.not_permitted(pid, "descendant"),
+            // Named only when `/proc` shows it, as a scan would (`hidepid` hides a process of
+            // another user: docs/threat-model.md).
+            Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
+                if self.proc.as_mut().and_then(|p| p.stat(pid)).is_some() {
+                    self.not_permitted(pid, "descendant");
+                }
+            }
             Err(_) => return None,
         }
         Some(main_thread)
