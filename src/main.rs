@@ -267,7 +267,10 @@ fn setup_and_supervise(cli: cli::Cli) -> Result<i32, Failure> {
     let tree = Tree::new(discovery, proc, leaf);
     let sup =
         Supervisor::new(settings, sigfd, spawned.provider, spawned.pgid, parent, events, tree, tty, take_terminal);
-    // Everything start-up needed is done: hand its heap and stack pages back before idling.
+    // Everything start-up needed is done: the parsed command line (the provider's argv and
+    // the option strings) is freed, then start-up's heap and stack pages are handed back
+    // before idling.
+    drop(cli);
     sys::release_startup_memory();
     sup.run()
 }

@@ -155,7 +155,7 @@ impl Proc {
 
     /// The children of a process, from the `children` file of each of its threads (of the
     /// main thread alone when it has one). `None` when it is gone or unreadable.
-    fn children(&mut self, st: &Stat, out: &mut Vec<i32>) -> Option<()> {
+    pub fn children(&mut self, st: &Stat, out: &mut Vec<i32>) -> Option<()> {
         let many = st.threads > 1;
         let tids = if many { self.tasks(st.pid)? } else { vec![st.pid] };
         for tid in tids {
@@ -209,7 +209,11 @@ impl Proc {
             for &pid in &kids {
                 if let Some(st) = self.stat(pid).filter(|st| st.ppid == parent.pid) {
                     out.push(st);
-                    queue.push_back(st);
+                    // An exited process has no children left: they were reparented (to
+                    // guardian, the subreaper) before it became a zombie.
+                    if !st.is_dead() {
+                        queue.push_back(st);
+                    }
                 }
             }
         }

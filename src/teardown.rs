@@ -3,7 +3,8 @@
 //! listing of all of `/proc` that reaches the pids born since the last round first; or
 //! `kill(-1)` as PID 1 of its namespace), opens a pidfd per descendant, revalidates its
 //! identity (start time, parent still in the tree, pidfd still naming that pid), sends the
-//! signal and closes the pidfd again, so guardian never holds one fd per descendant. Each
+//! signal and closes the pidfd again, so guardian never holds one fd per descendant.
+//! guardian's own children, pinned until it reaps them, are signalled by pid. Each
 //! process gets the stop signal once and SIGKILL once; later rounds only reach newcomers. A
 //! process is skipped as dead only when it has exited entirely ([`Stat::is_dead`]: a `Z`
 //! main thread with live threads is a live process), and only signals that were delivered
@@ -86,8 +87,10 @@ pub struct Tree {
     self_pid: i32,
     proc: Option<Proc>,
     use_pidfd: bool,
-    stopped: HashSet<(i32, u64)>,
-    killed: HashSet<(i32, u64)>,
+    /// Who had the stop signal, and SIGKILL: pid -> start time (a pid names one live process
+    /// at a time, so a newer process under a recycled pid replaces the entry).
+    stopped: HashMap<i32, u64>,
+    killed: HashMap<i32, u64>,
     pub stats: Stats,
     /// The provider's leaf cgroup (cgroup mode).
     pub leaf: Option<Leaf>,
@@ -99,37 +102,39 @@ pub struct Tree {
     leaf_killed: HashSet<i32>,
     /// The pids of the previous round's `/proc` listing: any other pid is a newcomer.
     /// Rounds walk the `children` files instead of listing all of `/proc`.
-    walk: bool,
+    /// Decided at the first round that scans (start-up does not pay for a tree it may never
+    /// have): `None` until then.
+    walk: Option<bool>,
     listed: HashSet<i32>,
     /// The descendants the previous round's scan found, with their start times.
     known: HashMap<i32, u64>,
     /// Broadcast mode without a `/proc` of the namespace: the stop signal's `kill(-1)` was sent.
     namespace_stopped: bool,
+    /// guardian's own children that a walk SIGKILLed before reading their `children` files,
+    /// until guardian reaps them (their pids are pinned until then): they cannot fork any
+    /// more and their children were read after the kill, so later kill rounds skip them.
+    killed_children: HashSet<i32>,
+    /// The last round signalled a process whose children were read before the signal (or a
+    /// stop signal, after which a process may still fork): the next round follows at once.
+    chase: bool,
 }
 
 impl Tree {
     /// `proc` is used in scan mode, and in broadcast mode when it is the namespace's own.
     pub fn new(discovery: Discovery, proc: Option<Proc>, leaf: Option<Leaf>) -> Tree {
-        let mut proc = match discovery {
+        let proc = match discovery {
             Discovery::Scan => proc,
             Discovery::Broadcast => proc.and_then(|mut p| p.is_own_namespace().then_some(p)),
             Discovery::Blind => None,
         };
-        let walk = proc.as_mut().is_some_and(|p| p.has_children_files()) && !crate::test_hooks::forced_full_scan();
-        if proc.is_some() {
-            crate::debug!(
-                "descendants are found by {}",
-                if walk { "walking /proc/PID/task/TID/children" } else { "listing all of /proc" }
-            );
-        }
         Tree {
-            walk,
+            walk: None,
             discovery,
             self_pid: std::process::id() as i32,
             proc,
             use_pidfd: crate::pidref::pidfd_signal_usable(),
-            stopped: HashSet::new(),
-            killed: HashSet::new(),
+            stopped: HashMap::new(),
+            killed: HashMap::new(),
             stats: Stats::default(),
             leaf,
             leaf_kill_reported: false,
@@ -138,7 +143,39 @@ impl Tree {
             listed: HashSet::new(),
             known: HashMap::new(),
             namespace_stopped: false,
+            killed_children: HashSet::new(),
+            chase: false,
         }
+    }
+
+    /// Whether rounds walk the `children` files (the kernel has them) rather than list all of
+    /// `/proc`; asked once, at the first round that needs to know.
+    fn walks(&mut self) -> bool {
+        if let Some(walk) = self.walk {
+            return walk;
+        }
+        let walk = self.proc.as_mut().is_some_and(|p| p.has_children_files()) && !crate::test_hooks::forced_full_scan();
+        if self.proc.is_some() {
+            crate::debug!(
+                "descendants are found by {}",
+                if walk { "walking /proc/PID/task/TID/children" } else { "listing all of /proc" }
+            );
+        }
+        self.walk = Some(walk);
+        walk
+    }
+
+    /// guardian reaped `pid`, one of its children: from now on the pid may name another process.
+    pub fn reaped(&mut self, pid: i32) {
+        self.stats.reaped += 1;
+        self.killed_children.remove(&pid);
+    }
+
+    /// Whether the round that just signalled `sent` processes must be followed by another at
+    /// once: a /proc scan (not a broadcast, not a leaf's `cgroup.procs`) that may have missed a
+    /// child born after it read its parent's `children` (see [`Tree::walk_round`]).
+    pub fn chase(&self, sent: usize) -> bool {
+        sent > 0 && self.discovery == Discovery::Scan && self.leaf.is_none() && (self.walk != Some(true) || self.chase)
     }
 
     /// One round: sends the phase's signal to every descendant that has not had it yet.
@@ -300,7 +337,7 @@ impl Tree {
                 continue;
             }
             let Some(st) = self.proc.as_mut().and_then(|p| p.stat(pid)) else { continue };
-            if st.is_dead() || self.stopped.contains(&(pid, st.starttime)) {
+            if st.is_dead() || self.stopped.get(&pid) == Some(&st.starttime) {
                 continue;
             }
             if let Some(handle) = self.open_leaf_member(&st) {
@@ -392,6 +429,9 @@ impl Tree {
     }
 
     fn scan_round(&mut self, r: &Round<'_>, events: &mut Events) -> usize {
+        if self.walks() {
+            return self.walk_round(r, events);
+        }
         let mut sent = Vec::new();
         let Some((desc, seen)) = self.discover(r, &mut sent, events) else {
             return 0;
@@ -412,15 +452,148 @@ impl Tree {
         sent.len()
     }
 
-    /// This round's descendants, breadth-first, and how many processes were read to find them:
-    /// a top-down walk of the `children` files where the kernel has them, else a listing of
-    /// all of `/proc` (newcomers since the last round are signalled first, into `sent`).
-    fn discover(&mut self, r: &Round<'_>, sent: &mut Vec<i32>, events: &mut Events) -> Option<(Vec<Stat>, usize)> {
-        if self.walk {
-            let desc = self.proc.as_mut()?.walk(self.self_pid);
-            let seen = desc.len() + 1;
-            return Some((desc, seen));
+    /// A round over the `children` files, top-down. guardian's own children need no identity
+    /// check (only guardian reaps them, and it reaps nothing during a round, so their pids are
+    /// pinned: `kill(pid)` needs no pidfd and no re-read). In a kill round each is SIGKILLed
+    /// without any `/proc` read ([`Tree::kill_child`]), and only then is its `children` file read: a SIGKILLed
+    /// process cannot fork any more (the kernel fails a fork once a fatal signal is pending),
+    /// so that read is complete, and the round re-reads guardian's own `children` until it
+    /// holds nobody new (the children of a killed process that exited before its file was read
+    /// were reparented there); later kill rounds skip it until it is reaped. Everything else
+    /// (the deeper descendants; in a stop round guardian's children too) is collected by the
+    /// walk, then signalled, each checked through a pidfd ([`Tree::open_verified`]); their
+    /// `children` were read before the signal, so such a round is chased by another at once.
+    fn walk_round(&mut self, r: &Round<'_>, events: &mut Events) -> usize {
+        let me = self.self_pid;
+        let kill = r.phase == Phase::Kill;
+        let mut sent = Vec::new();
+        // What is signalled after the walk: the deeper descendants (and in a stop round,
+        // guardian's children too), in the order found.
+        let mut later: Vec<Stat> = Vec::new();
+        let mut deeper = 0;
+        // Every process reached this round: guardian, its children, the deeper descendants.
+        let mut members: HashSet<i32> = HashSet::from([me]);
+        let me_stat = Stat { pid: me, state: b'R', ppid: 0, pgrp: 0, session: 0, threads: 1, starttime: 0 };
+        let (mut kids, mut grandkids) = (Vec::new(), Vec::new());
+        let mut queue = std::collections::VecDeque::new();
+        let mut seen = 1;
+        loop {
+            kids.clear();
+            let Some(proc) = self.proc.as_mut() else { return 0 };
+            if proc.children(&me_stat, &mut kids).is_none() {
+                break;
+            }
+            let mut fresh = false;
+            for &pid in &kids {
+                // Killed and not reaped yet: nothing left to do for it or below it.
+                if (kill && self.killed_children.contains(&pid)) || !members.insert(pid) {
+                    continue;
+                }
+                fresh = true;
+                seen += 1;
+                if kill {
+                    if let Some(st) = self.kill_child(pid, r, &mut sent) {
+                        queue.push_back(st);
+                    }
+                    continue;
+                }
+                let Some(st) = self.proc.as_mut().and_then(|p| p.stat(pid)).filter(|st| st.ppid == me) else {
+                    continue;
+                };
+                later.push(st);
+                if !st.is_dead() {
+                    queue.push_back(st);
+                }
+            }
+            let Some(proc) = self.proc.as_mut() else { return 0 };
+            while let Some(parent) = queue.pop_front() {
+                grandkids.clear();
+                if proc.children(&parent, &mut grandkids).is_none() {
+                    continue;
+                }
+                for &pid in &grandkids {
+                    // A child whose `stat` no longer names that parent (it died, or was
+                    // reparented meanwhile) is left to the next round.
+                    if let Some(st) = proc.stat(pid).filter(|st| st.ppid == parent.pid) {
+                        seen += 1;
+                        members.insert(pid);
+                        later.push(st);
+                        deeper += 1;
+                        // An exited process has no children left: they were reparented (to
+                        // guardian, the subreaper) before it became a zombie.
+                        if !st.is_dead() {
+                            queue.push_back(st);
+                        }
+                    }
+                }
+            }
+            if !kill || !fresh {
+                break;
+            }
         }
+        crate::test_hooks::pause_after_scan(&later, events);
+        let direct = sent.len();
+        for d in &later {
+            self.signal_one(d, &members, r, &mut sent, events);
+        }
+        self.chase = !kill || sent.len() > direct;
+        crate::debug!(
+            "round ({}): {seen} processes read, {} children and {} deeper descendants, {} sent {}",
+            r.reason,
+            members.len() - 1 - deeper,
+            deeper,
+            sent.len(),
+            signals::name(r.sig)
+        );
+        self.report(r, &sent, None, events);
+        sent.len()
+    }
+
+    /// A kill round's SIGKILL to `pid`, listed in guardian's own `children`: pinned until
+    /// guardian reaps it, so it needs no `/proc` read at all: `waitid(WNOWAIT)` tells a zombie
+    /// (nothing to kill, no children left), `kill(pid)` reaches the rest, and `killed_children`
+    /// (cleared at reap) remembers it. Returns what the walk needs to read its children: its
+    /// main thread's `children` file (children forked by other threads are reparented to
+    /// guardian when the killed process exits, and a later round finds them there).
+    fn kill_child(&mut self, pid: i32, r: &Round<'_>, sent: &mut Vec<i32>) -> Option<Stat> {
+        let main_thread = Stat { pid, state: b'S', ppid: self.self_pid, pgrp: 0, session: 0, threads: 1, starttime: 0 };
+        // The provider has its own handle; a member `cgroup.kill` reached this round is done.
+        if Some(pid) == r.provider || self.leaf_killed_now.contains(&pid) {
+            return Some(main_thread);
+        }
+        if sys::child_exited(pid) {
+            return None;
+        }
+        // SIGKILLed deeper down by an earlier round, then reparented to guardian when its parent
+        // died: counted once. (Its start time tells it from a newcomer under a recycled pid.)
+        if let Some(&start) = self.killed.get(&pid) {
+            let st = self.proc.as_mut().and_then(|p| p.stat(pid))?;
+            if st.starttime == start {
+                self.killed_children.insert(pid);
+                return (!st.is_dead()).then_some(st);
+            }
+        }
+        match sys::kill(pid, libc::SIGKILL) {
+            Ok(()) => {
+                sent.push(pid);
+                self.killed_children.insert(pid);
+            }
+            // Named only when `/proc` shows it, as a scan would (`hidepid` hides a process of
+            // another user: docs/threat-model.md).
+            Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
+                if self.proc.as_mut().and_then(|p| p.stat(pid)).is_some() {
+                    self.not_permitted(pid, "descendant");
+                }
+            }
+            Err(_) => return None,
+        }
+        Some(main_thread)
+    }
+
+    /// This round's descendants, breadth-first, and how many processes were read to find them,
+    /// where the kernel lacks the `children` files: a listing of all of `/proc` (newcomers
+    /// since the last round are signalled first, into `sent`).
+    fn discover(&mut self, r: &Round<'_>, sent: &mut Vec<i32>, events: &mut Events) -> Option<(Vec<Stat>, usize)> {
         let pids = match self.proc.as_mut()?.list() {
             Ok(pids) => pids,
             Err(e) => {
@@ -533,7 +706,7 @@ impl Tree {
             return;
         }
         let key = (d.pid, d.starttime);
-        if self.done(r.phase).contains(&key) {
+        if self.done(r.phase).get(&key.0) == Some(&key.1) {
             return;
         }
         if let Some(handle) = self.open_verified(d, members, events) {
@@ -542,7 +715,7 @@ impl Tree {
     }
 
     /// The processes that already had this phase's signal, by (pid, start time).
-    fn done(&mut self, phase: Phase) -> &mut HashSet<(i32, u64)> {
+    fn done(&mut self, phase: Phase) -> &mut HashMap<i32, u64> {
         match phase {
             Phase::Stop => &mut self.stopped,
             Phase::Kill => &mut self.killed,
@@ -558,7 +731,7 @@ impl Tree {
                     let _ = handle.signal(libc::SIGCONT);
                 }
                 sent.push(key.0);
-                self.done(r.phase).insert(key);
+                self.done(r.phase).insert(key.0, key.1);
             }
             Err(e) if e.raw_os_error() == Some(libc::EPERM) => self.not_permitted(key.0, "descendant"),
             Err(_) => {} // ESRCH: already gone.
@@ -593,10 +766,11 @@ impl Tree {
     /// without it): what an abandoned teardown leaves behind.
     pub fn remaining(&mut self) -> Vec<i32> {
         let me = self.self_pid;
+        let walk = self.walks();
         let Some(proc) = self.proc.as_mut() else {
             return Vec::new();
         };
-        let desc = if self.walk {
+        let desc = if walk {
             proc.walk(me)
         } else {
             let pids = proc.list().unwrap_or_default();
@@ -610,6 +784,13 @@ impl Tree {
     /// Without pidfds only unreaped direct children are signalled (the tree is peeled from the
     /// top: grandchildren become children when their parents die).
     fn open_verified(&mut self, seen: &Stat, members: &HashSet<i32>, events: &mut Events) -> Option<PidRef> {
+        // A process the scan saw as guardian's own child is still that child: only guardian
+        // reaps it, and guardian reaps nothing during a round, so its pid cannot have changed
+        // owner since the scan read its `stat`. `kill(pid)` reaches it with no pidfd and no
+        // re-read (the teardown's common case: orphans are reparented to guardian).
+        if seen.ppid == self.self_pid {
+            return Some(PidRef::child(seen.pid, None));
+        }
         if self.use_pidfd {
             match sys::pidfd_open(seen.pid) {
                 Ok(fd) => {
@@ -628,7 +809,7 @@ impl Tree {
                 }
             }
         }
-        // A direct child that guardian has not reaped cannot have had its pid reused.
-        (seen.ppid == self.self_pid).then(|| PidRef::child(seen.pid, None))
+        // Without pidfds only direct children (handled above) can be signalled safely.
+        None
     }
 }

@@ -3,7 +3,7 @@
 import json
 import os
 
-from .common import SH_BASE, SH_TREE, fmt, med, mmm, mode_name, ratio
+from .common import BENCH, SH_BASE, SH_TREE, fmt, med, mmm, mode_name, ratio
 from .ctx import Cfg, Ctx
 from .setup import Wrapper, cgroup2_mount
 from .svg import write_svg
@@ -20,6 +20,18 @@ def write_report(ctx, out, cfg, info, elapsed):
         A("## In short\n")
         for h in ctx.highlights:
             A(f"- {h}")
+        A("")
+    gl = goals(ctx, cfg)
+    if gl:
+        A("## Goals\n")
+        A("Each goal of issue 13 as a ratio measured in this run: guardian's teardown against the "
+          "*reference* floor (the harness SIGKILLing and reaping the same tree, section 5), start-up "
+          "overhead and private memory against catatonit's (sections 1 and 2). Medians over rounds.\n")
+        A("| goal | guardian | against | ratio | limit | |\n|---|---|---|---|---|---|")
+        for goal, g, ref, limit in gl:
+            r = g / ref if g is not None and ref else None
+            verdict = "–" if r is None else ("met" if r <= limit else "**not met**")
+            A(f"| {goal} | {fmt(g)} | {fmt(ref)} | {'–' if r is None else f'{r:.2f}×'} | ≤ {limit:g}× | {verdict} |")
         A("")
     A("## Machine\n")
     A("| | |\n|---|---|")
@@ -130,6 +142,12 @@ def write_report(ctx, out, cfg, info, elapsed):
               f"{mmm(r['wrapper_ms']) if any(x is not None for x in r['wrapper_ms']) else 'keeps running'} | "
               f"{fmt(alive, 0)} of {fmt(med(r['tree']), 0)} |")
         A("")
+    # What profiling found and what each change bought (hand-written, measured apart from
+    # this run): bench/profile.md, carried over verbatim so a regenerated report keeps it.
+    prof = os.path.join(BENCH, "profile.md")
+    if os.path.exists(prof):
+        with open(prof) as f:
+            A(f.read().rstrip() + "\n")
     A("## Notes\n")
     for s in ctx.host_notes + getattr(ctx, "derived_notes", []):
         A(f"- {s}")
@@ -244,6 +262,38 @@ def build_note(ctx, cfg):
             f"with the square of the depth; chains deeper than {cfg.chain_max} are skipped "
             "(`--chain-max`). Teardown clocks start when the complete tree's provider exits, so this "
             "does not enter the teardown figures.")
+
+
+GOAL_SIZES = (1000, 10000)
+
+
+def goals(ctx, cfg):
+    """issue 13's goals as (goal, guardian's figure, the reference figure, the limit on their ratio)"""
+    out = []
+    st = ctx.res.get("startup", {}).get("times", {})
+    if st.get("guardian") and st.get("(no wrapper)"):
+        b = med(st["(no wrapper)"])
+        c = med(st["catatonit"]) - b if st.get("catatonit") else None
+        out.append(("start-up overhead (ms), against catatonit's", med(st["guardian"]) - b, c, 1.0))
+    mem = ctx.res.get("memory", {})
+    if mem.get("guardian"):
+        c = med(mem["catatonit"]["uss"]) if mem.get("catatonit") else None
+        out.append(("USS (kB), against catatonit's", med(mem["guardian"]["uss"]), c, 1.0))
+    td = ctx.res.get("teardown", [])
+    g = [r for r in td if r["wrapper"] == "guardian" and r.get("teardown_ms") is not None and not r["load"]]
+    run = sorted({r["n"] for r in g})
+    # The goals are set at 1000 and 10000; a run without those sizes (--smoke) shows its largest.
+    sizes = [n for n in run if n in GOAL_SIZES] or run[-1:]
+    for shape in ("flat", "orphans"):
+        for n in sizes:
+            floor = med([r["floor_ms"] for r in td if r["shape"] == shape and r["n"] == n and r.get("floor_ms")])
+            for sig, cg, limit in (("term", False, 1.25), ("ignore", False, 1.25), ("ignore", True, 1.0)):
+                ms = [r["teardown_ms"] for r in g if r["shape"] == shape and r["n"] == n and r["sig"] == sig
+                      and r["cgroup"] == cg]
+                if ms:
+                    mode = mode_name({"sig": sig, "cgroup": cg, "load": False})
+                    out.append((f"teardown (ms), {shape} {n}, {mode}, against the floor", med(ms), floor, limit))
+    return out
 
 
 def highlights(ctx, cfg):

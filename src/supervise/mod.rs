@@ -23,7 +23,7 @@ use crate::exit::Failure;
 use crate::pidref::PidRef;
 use crate::signals;
 use crate::sys::{self, JobChange, Reaped, WaitStatus};
-use crate::teardown::{Discovery, Phase as RoundPhase, Tree};
+use crate::teardown::{Phase as RoundPhase, Tree};
 use state::{Action, Config, Foreground, Happened, State, Terminal};
 
 /// How the loop ends: released with guardian's exit status, or given up (125).
@@ -264,7 +264,7 @@ impl Supervisor {
                 let sent = self.round(kill, outside_leaf);
                 // Only /proc scans count newcomers: a broadcast or cgroup.kill round reports
                 // every time and needs no chase.
-                let chase = sent > 0 && self.tree.discovery == Discovery::Scan && self.tree.leaf.is_none();
+                let chase = self.tree.chase(sent);
                 // The round's own bookkeeping (next rescan) goes straight back to the state.
                 return self.handle(Happened::RoundDone { chase });
             }
@@ -462,7 +462,7 @@ impl Supervisor {
                 }
                 Ok((Reaped::Child(pid, _), _)) => {
                     crate::debug!("reaped descendant {pid}");
-                    self.tree.stats.reaped += 1;
+                    self.tree.reaped(pid);
                     descendants += 1;
                 }
                 Ok((Reaped::NoneReady, _)) => break,

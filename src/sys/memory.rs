@@ -5,6 +5,12 @@
 /// (`malloc_trim`, glibc) and the main thread's stack below the current frame, which only
 /// argument parsing and setup touched. One guardian stays resident per provider, so these
 /// pages are most of what it costs.
+///
+/// The stack's extent comes from the kernel's exec rules, not from `/proc/self/maps` (an
+/// open, seven reads and a heap buffer on every start): the file name in `AT_EXECFN` is
+/// copied to the top of the stack mapping, and exec grows that mapping to at least
+/// min(RLIMIT_STACK, 128 KiB) below its end (`setup_arg_pages`). So the range from there to
+/// a page below this frame lies inside the stack mapping.
 pub fn release_startup_memory() {
     #[cfg(target_env = "gnu")]
     // SAFETY: malloc_trim only hands free heap memory back to the kernel.
@@ -13,33 +19,60 @@ pub fn release_startup_memory() {
     }
     let marker = 0u8;
     let sp = std::ptr::addr_of!(marker) as usize;
-    let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else { return };
-    let Some((lo, hi)) = maps.lines().find(|l| l.ends_with("[stack]")).and_then(stack_range) else { return };
-    // One page of margin below this frame (x86-64's red zone is 128 bytes).
-    let end = sp.saturating_sub(4096) & !4095;
-    if !(lo..hi).contains(&sp) || end <= lo {
-        return;
-    }
-    // SAFETY: [lo, end) lies inside this thread's stack mapping, a page below the live frame:
-    // it holds only dead frames (guardian installs no signal handlers that could run there),
-    // and MADV_DONTNEED makes those pages read back as zeroes when a deeper call reuses them.
+    // SAFETY: getauxval reads the auxiliary vector the kernel passed at exec.
+    let execfn = unsafe { libc::getauxval(libc::AT_EXECFN) } as usize;
+    let Some((lo, end)) = startup_stack_range(execfn, stack_limit(), sp) else { return };
+    // SAFETY: [lo, end) lies inside this thread's stack mapping (see above), a page below the
+    // live frame: it holds only dead frames (guardian installs no signal handlers that could
+    // run there), and MADV_DONTNEED makes those pages read back as zeroes when a deeper call
+    // reuses them.
     unsafe {
         libc::madvise(lo as *mut libc::c_void, end - lo, libc::MADV_DONTNEED);
     }
 }
 
-fn stack_range(maps_line: &str) -> Option<(usize, usize)> {
-    let (range, _) = maps_line.split_once(' ')?;
-    let (lo, hi) = range.split_once('-')?;
-    Some((usize::from_str_radix(lo, 16).ok()?, usize::from_str_radix(hi, 16).ok()?))
+/// RLIMIT_STACK's soft limit (`None`: unlimited or unknown).
+fn stack_limit() -> Option<u64> {
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: `lim` is a live, writable rlimit the kernel fills in.
+    let rc = unsafe { libc::getrlimit(libc::RLIMIT_STACK, &mut lim) };
+    (rc == 0 && lim.rlim_cur != libc::RLIM_INFINITY).then_some(lim.rlim_cur)
+}
+
+/// The part of the main thread's stack that start-up left behind: from the lowest address
+/// exec guaranteed mapped (min(RLIMIT_STACK, 128 KiB) below the page end of `execfn`, a
+/// string at the stack's top) up to one page below `sp` (x86-64's red zone is 128 bytes).
+/// `None` when that range is empty or `sp` is outside it.
+fn startup_stack_range(execfn: usize, limit: Option<u64>, sp: usize) -> Option<(usize, usize)> {
+    const PAGE: usize = 4096;
+    const EXPAND: usize = 128 * 1024;
+    if execfn == 0 {
+        return None;
+    }
+    let top = execfn.checked_add(PAGE - 1)? & !(PAGE - 1);
+    let grown = limit.map_or(EXPAND, |l| usize::try_from(l).unwrap_or(usize::MAX).min(EXPAND)) & !(PAGE - 1);
+    let lo = top.checked_sub(grown)?;
+    let end = sp.checked_sub(PAGE)? & !(PAGE - 1);
+    ((lo..top).contains(&sp) && end > lo).then_some((lo, end))
 }
 
 #[cfg(test)]
 mod tests {
+    use super::startup_stack_range;
+
     #[test]
-    fn stack_range_parses_a_maps_line() {
-        let line = "7ffc1a2b3000-7ffc1a2d4000 rw-p 00000000 00:00 0                          [stack]";
-        assert_eq!(super::stack_range(line), Some((0x7ffc_1a2b_3000, 0x7ffc_1a2d_4000)));
-        assert_eq!(super::stack_range("garbage"), None);
+    fn startup_stack_range_stays_inside_what_exec_mapped() {
+        let top = 0x7fff_0000_0000usize;
+        let execfn = top - 40; // the file name sits just below the stack's end
+        let sp = top - 20 * 4096 - 123;
+        // 128 KiB below the top, up to the page a page below sp.
+        assert_eq!(startup_stack_range(execfn, Some(8 << 20), sp), Some((top - (128 << 10), top - 22 * 4096)));
+        assert_eq!(startup_stack_range(execfn, None, sp), Some((top - (128 << 10), top - 22 * 4096)));
+        // A small RLIMIT_STACK: exec grew the mapping only that far.
+        assert_eq!(startup_stack_range(execfn, Some(100 << 10), sp), Some((top - (100 << 10), top - 22 * 4096)));
+        // sp outside the guaranteed range, or nothing below the margin: nothing to give back.
+        assert_eq!(startup_stack_range(execfn, Some(64 << 10), sp - (64 << 10)), None);
+        assert_eq!(startup_stack_range(execfn, Some(8 << 20), top - (128 << 10) + 100), None);
+        assert_eq!(startup_stack_range(0, None, sp), None);
     }
 }

@@ -138,3 +138,14 @@ impl From<&libc::rusage> for Usage {
         Usage { user: time(ru.ru_utime), system: time(ru.ru_stime), max_rss_kb: ru.ru_maxrss.max(0) as u64 }
     }
 }
+
+/// Whether `pid`, an unreaped direct child, has exited (is a zombie): `waitid(P_PID, pid,
+/// WEXITED | WNOHANG | WNOWAIT)`, which leaves it for `reap_one`. No `/proc` read.
+pub fn child_exited(pid: i32) -> bool {
+    // SAFETY: info is a zeroed siginfo_t the kernel fills in; the id is a pid.
+    unsafe {
+        let mut info: libc::siginfo_t = std::mem::zeroed();
+        let rc = libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, libc::WEXITED | libc::WNOHANG | libc::WNOWAIT);
+        rc == 0 && info.si_pid() != 0
+    }
+}

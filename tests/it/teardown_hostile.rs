@@ -439,3 +439,40 @@ fn every_child_of_a_wide_parent_hears_the_stop_signal() {
     assert!(find(&ev, |e| e["event"] == "signal" && e["signal"] == "SIGKILL").is_none(), "SIGKILL was needed");
     ctx.assert_nothing_left();
 }
+
+/// A chain of shells, SIGKILLed at once (`--grace 0`): each process is killed once and
+/// counted once, although the deeper ones are killed through pidfds and then, as their
+/// parents die, reparented to guardian, whose kill rounds SIGKILL its own children by pid.
+#[test]
+fn each_process_of_a_chain_is_killed_once() {
+    const DEPTH: usize = 6;
+    let ctx = Ctx::new("chain-once");
+    let s = ctx.sleep();
+    fs::write(
+        ctx.path("nest.sh"),
+        format!("if [ \"$1\" -gt 0 ]; then sh ./nest.sh $(($1 - 1)) & wait; else touch ready; exec {s}; fi\n"),
+    )
+    .unwrap();
+    let mut g = ctx
+        .guardian()
+        .args(["--grace", "0"])
+        .script(&format!("sh ./nest.sh {} & while [ ! -e ready ]; do sleep 0.01; done; exit 0", DEPTH - 1))
+        .spawn();
+    assert_eq!(g.wait_code(), 0, "stderr: {}", g.stderr());
+    let ev = g.final_events();
+    let rel = ev.last().unwrap();
+    assert_eq!(rel["event"], "released");
+    assert_eq!(rel["reaped"], DEPTH as u64, "{rel}");
+    assert_eq!(rel["killed"], DEPTH as u64, "each process counted once: {ev:?}");
+    let mut pids: Vec<i64> = ev
+        .iter()
+        .filter(|e| e["event"] == "signal" && e["signal"] == "SIGKILL" && e["target"] == "descendants")
+        .flat_map(|e| e["pids"].as_array().cloned().unwrap_or_default())
+        .filter_map(|p| p.as_i64())
+        .collect();
+    assert_eq!(pids.len(), DEPTH, "SIGKILL reported once per process: {ev:?}");
+    pids.sort();
+    pids.dedup();
+    assert_eq!(pids.len(), DEPTH, "SIGKILL reported once per process: {ev:?}");
+    ctx.assert_nothing_left();
+}
