@@ -71,6 +71,15 @@ pub fn spawn(cfg: &SpawnConfig<'_>, events: &mut Events) -> Result<Spawned, Fail
     let _ = sys::setpgid(pid, pid);
 
     if let Some(failure) = read_exec_error(&err_read) {
+        // The child may have taken the terminal's foreground before exec failed: give it back
+        // to guardian's group, or the caller (a script without job control) finds its terminal
+        // held by a group that no longer exists.
+        if let Some((tty, guardian_pgrp)) = cfg.take_terminal
+            && sys::tcgetpgrp(tty).ok() == Some(pid)
+            && let Err(e) = sys::tcsetpgrp(tty, guardian_pgrp)
+        {
+            crate::debug!("taking the terminal back after the failed exec failed: {e}");
+        }
         let _ = sys::reap_blocking(pid);
         return Err(exec_error(&shown, failure));
     }

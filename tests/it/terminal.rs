@@ -10,14 +10,15 @@ fn nonce() -> String {
     format!("guardian-test-tty-{}", random_digits(12))
 }
 
-/// Runs `shell` (a `sh -c` script with job control on) inside `script`, guardian as `nobody`
-/// when the suite runs as root. `Err` with the reason when no pty can be had.
-fn in_pty(shell: &str) -> Result<String, String> {
+/// Runs `shell` (a `sh -c` script, with job control on when `job_control`) inside `script`,
+/// guardian as `nobody` when the suite runs as root. `Err` with the reason when no pty can be
+/// had.
+fn in_pty(shell: &str, job_control: bool) -> Result<String, String> {
     let guardian = guardian_bin().display().to_string();
     let drop = if is_root() { format!("{} ", SETPRIV_NOBODY.join(" ")) } else { String::new() };
     let script = shell.replace("GUARDIAN", &format!("{drop}{guardian}"));
     let out = Command::new("script")
-        .args(["-qec", &format!("sh -c 'set -m; {script}'"), "/dev/null"])
+        .args(["-qec", &format!("sh -c '{}{script}'", if job_control { "set -m; " } else { "" }), "/dev/null"])
         .output()
         .map_err(|e| format!("cannot run script: {e}"))?;
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
@@ -29,12 +30,15 @@ fn in_pty(shell: &str) -> Result<String, String> {
 
 /// The pty's output, or a (counted) skip when the host has no usable pseudo-terminal.
 macro_rules! pty_run {
-    ($cmd:expr) => {{
+    ($cmd:expr) => {
+        pty_run!($cmd, true)
+    };
+    ($cmd:expr, $job_control:expr) => {{
         need_program!("script", "bsdutils");
         if is_root() {
             need_program!("setpriv", "util-linux");
         }
-        match in_pty($cmd) {
+        match in_pty($cmd, $job_control) {
             Ok(text) => text,
             Err(why) => skip!("no usable pseudo-terminal: {why}"),
         }
@@ -81,4 +85,19 @@ fn background_guardian_never_steals_the_terminal() {
     let (shell_pgid, shell_tpgid) = groups(&text, "shell");
     assert_eq!(shell_pgid, shell_tpgid, "the shell keeps the terminal: {text}");
     assert_eq!(tpgid, shell_pgid, "the terminal stayed with the shell the whole time: {text}");
+}
+
+/// A script without job control runs guardian in its own process group, so guardian hands the
+/// terminal to the provider's group and must take it back itself: also when the exec failed
+/// (the child took the foreground before it knew), or the script's next read from the terminal
+/// fails with EIO.
+#[test]
+fn failed_exec_gives_the_terminal_back_to_a_script_without_job_control() {
+    let n = nonce();
+    let cmd = format!(
+        "GUARDIAN -- /nonexistent-{n}; echo shell pgid=$(ps -o pgid= -p $$) tpgid=$(ps -o tpgid= -p $$) status=$?"
+    );
+    let text = pty_run!(&cmd, false);
+    let (shell_pgid, shell_tpgid) = groups(&text, "shell");
+    assert_eq!(shell_pgid, shell_tpgid, "the script's group has the terminal back after exit 127: {text}");
 }
