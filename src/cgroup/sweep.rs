@@ -41,7 +41,7 @@ pub fn sweep(path: Option<&OsStr>, leaf: Option<&OsStr>) -> Result<i32, Failure>
                 )));
             }
             if !l.exists() {
-                println!("sweep {}: already removed", l.display());
+                let _ = writeln!(io::stdout().lock(), "sweep {}: already removed", l.display());
                 return Ok(0);
             }
             (l.parent().map(Path::to_path_buf).unwrap_or_default(), name)

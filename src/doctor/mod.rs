@@ -33,11 +33,10 @@ use report::Report;
 pub fn run(json_out: bool, request: Option<&OsString>) -> i32 {
     let request = request.map(OsString::as_os_str);
     let report = judge(request, Facts::gather(request));
-    if json_out {
-        println!("{}", report.json());
-    } else {
-        print!("{}", report.human());
-    }
+    // A reader that went away (`guardian doctor | head -1`) is not doctor's failure: the
+    // status still says what it found (println! would panic on EPIPE).
+    let text = if json_out { format!("{}\n", report.json()) } else { report.human() };
+    let _ = std::io::Write::write_all(&mut std::io::stdout().lock(), text.as_bytes());
     i32::from(report.degraded())
 }
 

@@ -343,3 +343,20 @@ fn cap_sys_admin() -> bool {
             .is_some_and(|c| c & (1 << 21) != 0)
     })
 }
+
+/// A reader that goes away (`guardian doctor | head -1`) does not turn doctor's answer into a
+/// panic: the status is still 0 or 1.
+#[test]
+fn a_closed_stdout_is_not_a_crash() {
+    for args in [&["doctor", "--json"][..], &["doctor"][..]] {
+        let mut child = std::process::Command::new(guardian_bin())
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn guardian doctor");
+        drop(child.stdout.take());
+        let status = child.wait().expect("wait for doctor");
+        assert!(matches!(status.code(), Some(0 | 1)), "{args:?}: {status:?}");
+    }
+}
