@@ -293,9 +293,13 @@ fn setup_cgroup(cli: &cli::Cli, me: i32, events: &mut Events) -> Result<Option<c
         return Ok(None);
     };
     let req = cgroup::Request::from_arg(arg);
-    let start = proctree::Proc::open().ok().and_then(|mut p| p.stat(me)).map(|s| s.starttime);
+    // The leaf is named after guardian as the mounted /proc sees it (`/proc/self`), because
+    // that is where `guardian sweep` will judge whether its guardian still lives: in blind mode
+    // (a /proc of an ancestor namespace) guardian's own pid would name an unrelated process.
+    let seen = std::fs::read_link("/proc/self").ok().and_then(|l| l.to_str()?.parse::<i32>().ok()).unwrap_or(me);
+    let start = proctree::Proc::open().ok().and_then(|mut p| p.stat(seen)).map(|s| s.starttime);
     let result = match start {
-        Some(start) => cgroup::Leaf::create(&req, &limits, me, start),
+        Some(start) => cgroup::Leaf::create(&req, &limits, seen, start),
         None => Err(cgroup::Unusable {
             errno: libc::ENOENT,
             message: "cannot read guardian's start time from /proc/self/stat (needed to name the leaf)".into(),

@@ -104,7 +104,9 @@ pub enum Killed {
 }
 
 impl Leaf {
-    /// Sets up the leaf for `req` and starts nothing. `me`/`start` name it.
+    /// Sets up the leaf for `req` and starts nothing. `me` and `start` name the leaf (`guardian-<me>-<start>`): guardian as the mounted `/proc`
+    /// sees it, where `sweep` judges it. Moves of guardian itself write `0` (the writer) to
+    /// `cgroup.procs`, which needs no pid of any namespace.
     pub fn create(req: &Request, limits: &Limits, me: i32, start: u64) -> Result<Leaf, Unusable> {
         let h = Hierarchy::find().map_err(|m| unusable(libc::ENOENT, m))?;
         let Parent { dir: parent, rel: parent_rel } = check_parent(&h, req)?;
@@ -137,7 +139,7 @@ impl Leaf {
                 if h.own_rel == parent_rel && parent_rel != "/" {
                     let me_leaf = parent.join(format!("{}{SELF_SUFFIX}", leaf_name(me, start)));
                     mkdir(&me_leaf)?;
-                    if let Err(e) = write_file(&me_leaf.join("cgroup.procs"), &me.to_string()) {
+                    if let Err(e) = write_file(&me_leaf.join("cgroup.procs"), "0") {
                         let _ = fs::remove_dir(&me_leaf);
                         return Err(io_unusable(
                             &e,
@@ -159,7 +161,7 @@ impl Leaf {
                         "check that the cgroup is delegated to this user"
                     };
                     if let Some(s) = self_leaf.take() {
-                        let _ = write_file(&parent.join("cgroup.procs"), &me.to_string());
+                        let _ = write_file(&parent.join("cgroup.procs"), "0");
                         let _ = fs::remove_dir(&s);
                     }
                     return Err(io_unusable(

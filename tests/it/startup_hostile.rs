@@ -297,6 +297,16 @@ fn blind_mode_with_a_leaf_cgroup_contains_the_tree() {
     assert!(ev.iter().any(|e| e["event"] == "fallback" && e["what"] == "proc"), "{ev:?}");
     let spawned = find(&ev, |e| e["event"] == "spawned").expect("spawned").1;
     assert_eq!(spawned["mode"], "cgroup", "{spawned}");
+    // The leaf is named after guardian as the host's /proc (the one `sweep` reads) sees it,
+    // not after its pid inside the namespace, which names an unrelated host process.
+    let leaf = spawned["cgroup"].as_str().expect("the leaf");
+    let named: i64 = leaf
+        .rsplit('/')
+        .next()
+        .and_then(|n| n.split('-').nth(1))
+        .and_then(|p| p.parse().ok())
+        .expect("guardian-<pid>-<start>");
+    assert_ne!(Some(named), spawned["guardian_pid"].as_i64(), "the leaf {leaf} names the namespace's pid");
 }
 
 /// Item 3: `guardian doctor` run the same way (parent outside its PID namespace) reports the
