@@ -405,6 +405,11 @@ impl Tree {
         if r.phase == Phase::Stop && (self.namespace_stopped || !self.stopped.is_empty()) {
             return 0;
         }
+        // With the namespace's own /proc, who is about to get SIGKILL is counted first (every
+        // other process of the namespace is a descendant; each counts once, like a scan's).
+        if r.phase == Phase::Kill {
+            self.count_namespace_kill(r.provider);
+        }
         // PID 1 of its own namespace: every other process in it is guardian's descendant.
         if let Err(e) = sys::kill(-1, sig) {
             if e.raw_os_error() != Some(libc::ESRCH) {
@@ -426,6 +431,31 @@ impl Tree {
         }));
         crate::debug!("sent {} to every process in the namespace ({reason})", signals::name(sig));
         1
+    }
+
+    /// As PID 1 with the namespace's own `/proc`: adds the live processes a `kill(-1, SIGKILL)`
+    /// is about to reach (not guardian, not the unreaped provider, none counted before) to
+    /// `stats.killed`. Without that `/proc` nothing can be counted.
+    fn count_namespace_kill(&mut self, provider: Option<i32>) {
+        let me = self.self_pid;
+        let Some(proc) = self.proc.as_mut() else { return };
+        let Ok(pids) = proc.list() else { return };
+        for pid in pids {
+            if pid == me || Some(pid) == provider {
+                continue;
+            }
+            if let Some(st) = proc.stat(pid).filter(|st| !st.is_dead())
+                && self.killed.insert(pid, st.starttime) != Some(st.starttime)
+            {
+                self.stats.killed += 1;
+            }
+        }
+    }
+
+    /// Whether `stats.signalled` counts every process that got the stop signal: a scan, or as
+    /// PID 1 a stop round that signals each process through the namespace's `/proc`.
+    pub fn counts_stop_signals(&self) -> bool {
+        self.discovery == Discovery::Scan || (self.discovery == Discovery::Broadcast && self.stops_each_process())
     }
 
     fn scan_round(&mut self, r: &Round<'_>, events: &mut Events) -> usize {

@@ -7,7 +7,6 @@ use super::{EVENTS_CLOSE_WAIT, Supervisor};
 use crate::events::{Abandoned, Event, Events, Released};
 use crate::exit::{self, Failure};
 use crate::sys;
-use crate::teardown::Discovery;
 
 impl Supervisor {
     /// SIGKILL was sent long ago and children remain that guardian cannot see or signal.
@@ -52,10 +51,7 @@ impl Supervisor {
             stats.killed,
             stats.reaped
         );
-        let signalled = match self.tree.discovery {
-            Discovery::Scan => Some(stats.signalled),
-            _ => None,
-        };
+        let signalled = self.tree.counts_stop_signals().then_some(stats.signalled);
         self.events.emit(Event::Released(Released {
             status: code,
             signalled,

@@ -247,7 +247,7 @@ fn pid1_wrapper(mount_proc: bool) -> Vec<&'static str> {
 // ---------------------------------------------------------------------------------------
 // Item 1: a descendant whose main thread exited is a live process.
 
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq)]
 enum Mode {
     Scan,
     Pid1,
@@ -371,6 +371,15 @@ fn stop_signal_once(mode: Mode, mount_proc: bool, timeout: bool, extra: &[&str])
     }
     let kill = find(&ev, |e| e["event"] == "signal" && e["signal"] == "SIGKILL");
     assert!(kill.is_some(), "the counters ignore SIGTERM, so SIGKILL must have followed: {ev:#?}");
+    // `released` counts what was signalled, in every mode where guardian can see it: one
+    // descendant got the stop signal and needed SIGKILL (without the namespace's /proc, a
+    // kill(-1) cannot be counted: signalled is null, killed 0).
+    let released = g.final_events().pop().expect("released");
+    if mode == Mode::Pid1 && !mount_proc {
+        assert_eq!((released["signalled"].is_null(), released["killed"].as_u64()), (true, Some(0)), "{released}");
+    } else {
+        assert_eq!((released["signalled"].as_u64(), released["killed"].as_u64()), (Some(1), Some(1)), "{released}");
+    }
 }
 
 #[test]
