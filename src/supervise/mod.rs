@@ -281,7 +281,8 @@ impl Supervisor {
                 self.events.emit(Event::Continued { pid: self.provider.pid });
             }
             Action::TakeTerminal => {
-                if let Some(tty) = self.tty_fd().filter(|&t| sys::tcgetpgrp(t).ok() == Some(self.provider_pgid)) {
+                let fg = self.foreground();
+                if let Some(tty) = self.tty_fd().filter(|_| fg.is_some_and(|pg| self.is_the_trees_group(pg))) {
                     if let Err(e) = sys::tcsetpgrp(tty, sys::getpgrp()) {
                         crate::debug!("taking the terminal back failed: {e}");
                     }
@@ -329,6 +330,40 @@ impl Supervisor {
 
     fn tty_fd(&self) -> Option<std::os::fd::RawFd> {
         self.tty.as_ref().map(|t| t.as_raw_fd())
+    }
+
+    /// Whether the terminal's foreground group `pg` belongs to the provider's tree: the
+    /// provider's group, a group whose leader descends from guardian (a job the provider
+    /// started, such as an interactive shell's foreground command), or a group whose leader is
+    /// gone (a job of the tree that exited). The shell's own group is none of these, so the
+    /// terminal is never taken from it.
+    fn is_the_trees_group(&self, pg: i32) -> bool {
+        let me = std::process::id() as i32;
+        if pg == self.provider_pgid {
+            return true;
+        }
+        if pg <= 0 || pg == sys::getpgrp() {
+            return false;
+        }
+        let ppid = |pid: i32| {
+            std::fs::read(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|b| crate::proctree::parse_stat(&b))
+                .map(|st| st.ppid)
+        };
+        let Some(mut parent) = ppid(pg) else { return true };
+        // Up the ancestry (bounded: a pid chain is finite, but /proc can change under us).
+        for _ in 0..4096 {
+            match parent {
+                p if p == me => return true,
+                p if p <= 1 => return false,
+                p => match ppid(p) {
+                    Some(next) => parent = next,
+                    None => return false,
+                },
+            }
+        }
+        false
     }
 
     /// The terminal's foreground process group, if guardian has a controlling terminal.

@@ -99,3 +99,17 @@ fn failed_exec_gives_the_terminal_back_to_a_script_without_job_control() {
     let (shell_pgid, shell_tpgid) = groups(&text, "shell");
     assert_eq!(shell_pgid, shell_tpgid, "the script's group has the terminal back after exit 127: {text}");
 }
+
+/// The terminal comes back to guardian's group (and so to a script without job control) also
+/// when the provider, an interactive shell, had passed it on to a job of its own and died
+/// while that job held it.
+#[test]
+fn terminal_comes_back_from_a_job_of_a_provider_that_died() {
+    let n = random_digits(12);
+    let cmd = format!(
+        r#"GUARDIAN -- bash --norc --noprofile -ic "(sleep 0.5; kill -9 \$\$) & sleep 20.{n}; true" 2>/dev/null; echo shell pgid=$(ps -o pgid= -p $$) tpgid=$(ps -o tpgid= -p $$)"#
+    );
+    let text = pty_run!(&cmd, false);
+    let (shell_pgid, shell_tpgid) = groups(&text, "shell");
+    assert_eq!(shell_pgid, shell_tpgid, "the script's group has the terminal back: {text}");
+}
