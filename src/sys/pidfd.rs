@@ -7,7 +7,8 @@ use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
 
 use super::{cvt, cvt_long};
 
-/// `PIDFD_SIGNAL_PROCESS_GROUP` (Linux 6.9): deliver to the pidfd owner's process group.
+/// `PIDFD_SIGNAL_PROCESS_GROUP` (Linux 6.9): deliver to the process group whose id is the
+/// pidfd's pid (the group the process leads: ESRCH once it moved to another group).
 pub const PIDFD_SIGNAL_PROCESS_GROUP: u32 = 8;
 
 /// `pidfd_send_signal(pidfd, sig, NULL, flags)` for any signal number, including real-time
