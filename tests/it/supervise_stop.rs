@@ -56,7 +56,7 @@ fn term_and_the_stop_signal_both_stop_a_pid1_provider_with_its_own_status() {
             .script(&format!(
                 r#"trap 'echo INT >> sig.log; exit 7' INT
 trap 'echo TERM >> sig.log' TERM
-perl -e '$SIG{{INT}} = "DEFAULT"; sleep 1000' {tag} &
+perl -e '$SIG{{INT}} = "DEFAULT"; open(my $f, ">", "perl.ready"); close($f); sleep 1000' {tag} &
 echo $$ > ready
 while :; do wait; done"#
             ))
@@ -64,6 +64,8 @@ while :; do wait; done"#
         let spawned = g.wait_event_named("spawned");
         assert_eq!(spawned["mode"], "pid1", "{spawned}");
         ctx.wait_pid_file("ready");
+        // The descendant hears INT only once perl reset it from the background job's SIG_IGN.
+        wait_for("perl to restore SIGINT", || ctx.path("perl.ready").exists().then_some(()));
         let host = wait_for("guardian's host pid", || {
             tagged_pids(&ctx.nonce)
                 .into_iter()
