@@ -8,14 +8,6 @@ use std::process::Stdio;
 
 use crate::harness::*;
 
-/// Waits until `file` (written line by line by a trap) contains `line`.
-fn wait_line(ctx: &Ctx, file: &str, line: &str) {
-    wait_for(&format!("{line} in {file}"), || {
-        let text = std::fs::read_to_string(ctx.path(file)).ok()?;
-        text.lines().any(|l| l == line).then_some(())
-    });
-}
-
 const WAIT_GO: &str = "until read _ < go 2>/dev/null; do :; done";
 
 #[test]
@@ -165,7 +157,7 @@ while :; do wait; done"#,
             _ => unreachable!(),
         };
         g.signal(num);
-        wait_line(&ctx, "sig.log", name);
+        ctx.wait_line("sig.log", name);
         assert!(alive(provider), "provider died of SIG{name}");
     }
     assert!(find(&g.events(), |e| e["event"] == "stopping").is_none(), "a non-TERM signal armed a stop");
@@ -205,12 +197,12 @@ while :; do wait; done"#
     let provider = ctx.wait_pid_file("ready");
     for (name, num) in [("HUP", libc::SIGHUP), ("INT", libc::SIGINT), ("USR1", libc::SIGUSR1)] {
         g.signal(num);
-        wait_line(&ctx, "sig.log", name);
+        ctx.wait_line("sig.log", name);
     }
     assert!(alive(provider));
     assert!(find(&g.events(), |e| e["event"] == "stopping").is_none());
     g.signal(libc::SIGTERM);
-    wait_line(&ctx, "sig.log", "TERM");
+    ctx.wait_line("sig.log", "TERM");
     assert_eq!(g.wait_code(), 137, "stderr: {}", g.stderr());
     ctx.assert_nothing_left();
     let ev = g.final_events();
@@ -537,8 +529,8 @@ while :; do wait; done"#
     let member = ctx.wait_pid_file("member");
     assert_eq!(stat(member).unwrap().1, provider, "member is the provider's child");
     g.signal(libc::SIGUSR1);
-    wait_line(&ctx, "usr1.log", "provider");
-    wait_line(&ctx, "usr1.log", "member");
+    ctx.wait_line("usr1.log", "provider");
+    ctx.wait_line("usr1.log", "member");
     g.signal(libc::SIGTERM);
     assert_eq!(g.wait_code(), 0, "stderr: {}", g.stderr());
     ctx.assert_nothing_left();

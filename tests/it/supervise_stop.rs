@@ -4,14 +4,6 @@
 
 use crate::harness::*;
 
-/// Waits until `file` (written line by line by a trap) contains `line`.
-fn wait_line(ctx: &Ctx, file: &str, line: &str) {
-    wait_for(&format!("{line} in {file}"), || {
-        let text = std::fs::read_to_string(ctx.path(file)).ok()?;
-        text.lines().any(|l| l == line).then_some(())
-    });
-}
-
 /// `NSpid:` of a host pid: its pid in every namespace, outermost first.
 fn nspids(host_pid: i32) -> Option<Vec<i32>> {
     let status = std::fs::read_to_string(format!("/proc/{host_pid}/status")).ok()?;
@@ -112,7 +104,7 @@ while :; do wait; done"#
     g.signal(libc::SIGTERM);
     assert_eq!(g.wait_code(), 9, "the provider's own status, not 137; stderr: {}", g.stderr());
     ctx.assert_nothing_left();
-    wait_line(&ctx, "sig.log", "TERM");
+    ctx.wait_line("sig.log", "TERM");
     let ev = g.final_events();
     assert!(find(&ev, |e| e["event"] == "signal" && e["signal"] == "SIGKILL" && e["target"] == "provider").is_none());
 }

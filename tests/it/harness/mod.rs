@@ -258,6 +258,15 @@ impl Ctx {
         format!("{secs}.{}", self.nonce)
     }
 
+    /// Waits until `file` in the test's directory (written line by line, by a trap say)
+    /// contains `line`.
+    pub fn wait_line(&self, file: &str, line: &str) {
+        wait_for(&format!("{line} in {file}"), || {
+            let text = fs::read_to_string(self.path(file)).ok()?;
+            text.lines().any(|l| l == line).then_some(())
+        });
+    }
+
     /// `sleep 1000.NONCE`: a tagged long sleep, for scripts.
     pub fn sleep(&self) -> String {
         format!("sleep {}", self.sleep_arg(1000))
