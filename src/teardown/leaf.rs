@@ -1,0 +1,112 @@
+//! teardown::leaf: the leaf's part of a round in cgroup mode. The stop signal to each member
+//! of the provider's leaf (read from `cgroup.procs`; each verified through pidfd_open, its
+//! start time, `/proc/PID/cgroup` and the pidfd's pid), and the kill phase's one write to
+//! `cgroup.kill` (with a pidfd SIGKILL for members it cannot reach).
+
+use crate::cgroup::Killed;
+use crate::events::{Event, Events, Signal};
+use crate::pidref::PidRef;
+use crate::proctree::Stat;
+use crate::{spawn, sys};
+
+use super::{Phase, Round, Tree};
+
+impl Tree {
+    /// The leaf's part of a round: the stop signal to each verified member, or `cgroup.kill`.
+    pub(super) fn leaf_round(&mut self, r: &Round<'_>, events: &mut Events) -> usize {
+        match &self.leaf {
+            Some(leaf) if !leaf.is_removed() => {}
+            _ => return 0,
+        }
+        match r.phase {
+            Phase::Kill => self.leaf_kill(r, events),
+            Phase::Stop => self.leaf_stop(r, events),
+        }
+    }
+
+    /// `cgroup.kill` first (no per-member work before it: every member, newcomers included,
+    /// dies at once); who was there is only bookkeeping, and this round's scan skips them.
+    pub(super) fn leaf_kill(&mut self, r: &Round<'_>, events: &mut Events) -> usize {
+        let Some(leaf) = self.leaf.as_mut() else {
+            return 0;
+        };
+        let members = leaf.members();
+        let sent = match leaf.kill(self.proc.as_mut()) {
+            Ok(Killed::KillFile) => {
+                if !self.leaf_kill_reported {
+                    crate::debug!("wrote 1 to {}/cgroup.kill ({} members)", leaf.path.display(), members.len());
+                }
+                members
+            }
+            Ok(Killed::FreezeAndKill(pids)) => {
+                if !self.leaf_kill_reported {
+                    let e = std::io::Error::from_raw_os_error(libc::ENOENT);
+                    spawn::fallback(events, "cgroup.kill", &e, "freezing the leaf, SIGKILLing each member, thawing it");
+                }
+                pids
+            }
+            Err(e) => {
+                crate::warn!(
+                    "writing {}/cgroup.kill failed: {e} ({})",
+                    leaf.path.display(),
+                    crate::errno::name(e.raw_os_error().unwrap_or(0))
+                );
+                return 0;
+            }
+        };
+        // Later rounds write cgroup.kill again (cheap, and it covers anything that joined the
+        // leaf since); members still dying are listed again, so only newcomers are counted.
+        let new: Vec<i32> = sent.iter().copied().filter(|p| !self.leaf_killed.contains(p)).collect();
+        if !self.leaf_kill_reported || !new.is_empty() {
+            events.emit(Event::Signal(Signal {
+                signal: "SIGKILL".into(),
+                target: "cgroup",
+                pid: None,
+                cgroup: Some(leaf.path_text()),
+                pids: Some(new.clone()),
+                reason: r.reason.into(),
+            }));
+        }
+        self.leaf_kill_reported = true;
+        // `killed` counts descendants: the unreaped provider was a member too, but not one.
+        self.stats.killed += new.iter().filter(|&&p| Some(p) != r.provider).count() as u64;
+        self.leaf_killed.extend(&new);
+        self.leaf_killed_now = sent.into_iter().collect();
+        new.len()
+    }
+
+    /// The stop signal to every member of the leaf that has not had it, each verified first.
+    pub(super) fn leaf_stop(&mut self, r: &Round<'_>, events: &mut Events) -> usize {
+        let Some(members) = self.leaf.as_ref().map(|l| l.members()) else {
+            return 0;
+        };
+        let mut sent = Vec::new();
+        for pid in members {
+            if Some(pid) == r.provider || pid == self.self_pid {
+                continue;
+            }
+            let Some(st) = self.proc.as_mut().and_then(|p| p.stat(pid)) else { continue };
+            if st.is_dead() || self.stopped.get(&pid) == Some(&st.starttime) {
+                continue;
+            }
+            if let Some(handle) = self.open_leaf_member(&st) {
+                self.deliver(r, &handle, (pid, st.starttime), &mut sent);
+            }
+        }
+        let path = self.leaf.as_ref().map(|l| l.path_text());
+        self.report(r, &sent, path, events);
+        sent.len()
+    }
+
+    /// A handle on a leaf member only if, after its pidfd exists, the pid still has the start
+    /// time seen and sits in the leaf, and the pidfd still names that pid (so the reads were
+    /// about the process the pidfd holds).
+    pub(super) fn open_leaf_member(&mut self, seen: &Stat) -> Option<PidRef> {
+        let fd = sys::pidfd_open(seen.pid).ok()?;
+        let (proc, leaf) = (self.proc.as_mut()?, self.leaf.as_ref()?);
+        let same = proc.stat(seen.pid).is_some_and(|now| now.starttime == seen.starttime)
+            && proc.cgroup(seen.pid).is_some_and(|t| leaf.contains(&t))
+            && proc.pidfd_pid(&fd) == Some(seen.pid);
+        same.then(|| PidRef::verified(seen.pid, fd))
+    }
+}

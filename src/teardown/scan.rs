@@ -1,0 +1,280 @@
+//! teardown::scan: finding the descendants through `/proc` and signalling them. The walk of
+//! the `children` files from guardian down (guardian's own children by pid, the rest through
+//! verified pidfds), or, where the kernel lacks those files, a listing of all of `/proc` that
+//! reaches the pids born since the last round first (newest first: the live end of a forking
+//! tree).
+
+use std::collections::{HashMap, HashSet};
+
+use crate::events::Events;
+use crate::proctree::{self, Stat};
+use crate::{signals, sys};
+
+use super::{Phase, Round, Tree};
+
+impl Tree {
+    pub(super) fn scan_round(&mut self, r: &Round<'_>, events: &mut Events) -> usize {
+        if self.walks() {
+            return self.walk_round(r, events);
+        }
+        let mut sent = Vec::new();
+        let Some((desc, seen)) = self.discover(r, &mut sent, events) else {
+            return 0;
+        };
+        crate::test_hooks::pause_after_scan(&desc, events);
+        let members: HashSet<i32> = desc.iter().map(|s| s.pid).chain([self.self_pid]).collect();
+        for d in &desc {
+            self.signal_one(d, &members, r, &mut sent, events);
+        }
+        crate::debug!(
+            "round ({}): {seen} processes read, {} descendants, {} sent {}",
+            r.reason,
+            desc.len(),
+            sent.len(),
+            signals::name(r.sig)
+        );
+        self.report(r, &sent, None, events);
+        sent.len()
+    }
+
+    /// A round over the `children` files, top-down. guardian's own children need no identity
+    /// check (only guardian reaps them, and it reaps nothing during a round, so their pids are
+    /// pinned: `kill(pid)` needs no pidfd and no re-read). In a kill round each is SIGKILLed
+    /// without any `/proc` read ([`Tree::kill_child`]), and only then is its `children` file read: a SIGKILLed
+    /// process cannot fork any more (the kernel fails a fork once a fatal signal is pending),
+    /// so that read is complete, and the round re-reads guardian's own `children` until it
+    /// holds nobody new (the children of a killed process that exited before its file was read
+    /// were reparented there); later kill rounds skip it until it is reaped. Everything else
+    /// (the deeper descendants; in a stop round guardian's children too) is collected by the
+    /// walk, then signalled, each checked through a pidfd ([`Tree::open_verified`]); their
+    /// `children` were read before the signal, so such a round is chased by another at once.
+    pub(super) fn walk_round(&mut self, r: &Round<'_>, events: &mut Events) -> usize {
+        let me = self.self_pid;
+        let kill = r.phase == Phase::Kill;
+        let mut sent = Vec::new();
+        // What is signalled after the walk: the deeper descendants (and in a stop round,
+        // guardian's children too), in the order found.
+        let mut later: Vec<Stat> = Vec::new();
+        let mut deeper = 0;
+        // Every process reached this round: guardian, its children, the deeper descendants.
+        let mut members: HashSet<i32> = HashSet::from([me]);
+        let me_stat = Stat { pid: me, state: b'R', ppid: 0, pgrp: 0, session: 0, threads: 1, starttime: 0 };
+        let (mut kids, mut grandkids) = (Vec::new(), Vec::new());
+        let mut queue = std::collections::VecDeque::new();
+        let mut seen = 1;
+        loop {
+            kids.clear();
+            let Some(proc) = self.proc.as_mut() else { return 0 };
+            if proc.children(&me_stat, &mut kids).is_none() {
+                break;
+            }
+            let mut fresh = false;
+            for &pid in &kids {
+                // Killed and not reaped yet: nothing left to do for it or below it.
+                if (kill && self.killed_children.contains(&pid)) || !members.insert(pid) {
+                    continue;
+                }
+                fresh = true;
+                seen += 1;
+                if kill {
+                    if let Some(st) = self.kill_child(pid, r, &mut sent) {
+                        queue.push_back(st);
+                    }
+                    continue;
+                }
+                let Some(st) = self.proc.as_mut().and_then(|p| p.stat(pid)).filter(|st| st.ppid == me) else {
+                    continue;
+                };
+                later.push(st);
+                if !st.is_dead() {
+                    queue.push_back(st);
+                }
+            }
+            let Some(proc) = self.proc.as_mut() else { return 0 };
+            while let Some(parent) = queue.pop_front() {
+                grandkids.clear();
+                if proc.children(&parent, &mut grandkids).is_none() {
+                    continue;
+                }
+                for &pid in &grandkids {
+                    // A child whose `stat` no longer names that parent (it died, or was
+                    // reparented meanwhile) is left to the next round.
+                    if let Some(st) = proc.stat(pid).filter(|st| st.ppid == parent.pid) {
+                        seen += 1;
+                        members.insert(pid);
+                        later.push(st);
+                        deeper += 1;
+                        // An exited process has no children left: they were reparented (to
+                        // guardian, the subreaper) before it became a zombie.
+                        if !st.is_dead() {
+                            queue.push_back(st);
+                        }
+                    }
+                }
+            }
+            if !kill || !fresh {
+                break;
+            }
+        }
+        crate::test_hooks::pause_after_scan(&later, events);
+        let direct = sent.len();
+        for d in &later {
+            self.signal_one(d, &members, r, &mut sent, events);
+        }
+        self.chase = !kill || sent.len() > direct;
+        crate::debug!(
+            "round ({}): {seen} processes read, {} children and {} deeper descendants, {} sent {}",
+            r.reason,
+            members.len() - 1 - deeper,
+            deeper,
+            sent.len(),
+            signals::name(r.sig)
+        );
+        self.report(r, &sent, None, events);
+        sent.len()
+    }
+
+    /// A kill round's SIGKILL to `pid`, listed in guardian's own `children`: pinned until
+    /// guardian reaps it, so it needs no `/proc` read at all: `waitid(WNOWAIT)` tells a zombie
+    /// (nothing to kill, no children left), `kill(pid)` reaches the rest, and `killed_children`
+    /// (cleared at reap) remembers it. Returns what the walk needs to read its children: its
+    /// main thread's `children` file (children forked by other threads are reparented to
+    /// guardian when the killed process exits, and a later round finds them there).
+    pub(super) fn kill_child(&mut self, pid: i32, r: &Round<'_>, sent: &mut Vec<i32>) -> Option<Stat> {
+        let main_thread = Stat { pid, state: b'S', ppid: self.self_pid, pgrp: 0, session: 0, threads: 1, starttime: 0 };
+        // The provider has its own handle; a member `cgroup.kill` reached this round is done.
+        if Some(pid) == r.provider || self.leaf_killed_now.contains(&pid) {
+            return Some(main_thread);
+        }
+        if sys::child_exited(pid) {
+            return None;
+        }
+        // SIGKILLed deeper down by an earlier round, then reparented to guardian when its parent
+        // died: counted once. (Its start time tells it from a newcomer under a recycled pid.)
+        if let Some(&start) = self.killed.get(&pid) {
+            let st = self.proc.as_mut().and_then(|p| p.stat(pid))?;
+            if st.starttime == start {
+                self.killed_children.insert(pid);
+                return (!st.is_dead()).then_some(st);
+            }
+        }
+        match sys::kill(pid, libc::SIGKILL) {
+            Ok(()) => {
+                sent.push(pid);
+                self.killed_children.insert(pid);
+            }
+            // Named only when `/proc` shows it, as a scan would (`hidepid` hides a process of
+            // another user: docs/threat-model.md).
+            Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
+                if self.proc.as_mut().and_then(|p| p.stat(pid)).is_some() {
+                    self.not_permitted(pid, "descendant");
+                }
+            }
+            Err(_) => return None,
+        }
+        Some(main_thread)
+    }
+
+    /// This round's descendants, breadth-first, and how many processes were read to find them,
+    /// where the kernel lacks the `children` files: a listing of all of `/proc` (newcomers
+    /// since the last round are signalled first, into `sent`).
+    pub(super) fn discover(
+        &mut self,
+        r: &Round<'_>,
+        sent: &mut Vec<i32>,
+        events: &mut Events,
+    ) -> Option<(Vec<Stat>, usize)> {
+        let pids = match self.proc.as_mut()?.list() {
+            Ok(pids) => pids,
+            Err(e) => {
+                crate::warn!("cannot list /proc: {e}; will retry");
+                return None;
+            }
+        };
+        // Newcomers first: a process born since the last round is what a forking or hopping
+        // tree (fork, setsid, parent exits) lives on. Reading every `stat` in /proc takes long
+        // on a busy machine, and a newcomer reached only after that has already forked again.
+        if !self.listed.is_empty() {
+            self.newcomers_first(&pids, r, sent, events);
+        }
+        // Newest first here too: the live end of a fast-forking tree is read before it moves on.
+        let mut pids = pids;
+        pids.sort_unstable_by(|a, b| b.cmp(a));
+        let all = self.proc.as_mut()?.stats(&pids);
+        self.listed = pids.into_iter().collect();
+        let desc = proctree::descendants(&all, self.self_pid);
+        self.known = desc.iter().map(|s| (s.pid, s.starttime)).collect();
+        Some((desc, all.len()))
+    }
+
+    /// Signals the descendants among the pids that were not in the previous listing, newest
+    /// pid first (the live end of a hopping chain), each as soon as it is found: a newcomer
+    /// descends from guardian when its parent is guardian, a descendant of the previous scan
+    /// that is still the same process (start time re-read), or a newcomer that does.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn newcomers_first(&mut self, pids: &[i32], r: &Round<'_>, sent: &mut Vec<i32>, events: &mut Events) {
+        let fresh: HashSet<i32> = pids.iter().copied().filter(|p| !self.listed.contains(p)).collect();
+        let mut order: Vec<i32> = fresh.iter().copied().collect();
+        order.sort_unstable_by(|a, b| b.cmp(a));
+        let mut members = HashSet::from([self.self_pid]);
+        // pid -> whether it descends from guardian (decided this round).
+        let mut verdict: HashMap<i32, bool> = HashMap::new();
+        for pid in order {
+            if verdict.contains_key(&pid) {
+                continue;
+            }
+            let Some(proc) = self.proc.as_mut() else {
+                return;
+            };
+            // Walk up through newcomers until the chain meets guardian, a known descendant,
+            // or anything else (a stranger, or a process gone meanwhile: the full scan decides).
+            let mut chain: Vec<Stat> = Vec::new();
+            let mut cur = pid;
+            let mut rereads = 0;
+            let descends = loop {
+                if let Some(&v) = verdict.get(&cur) {
+                    break v;
+                }
+                let Some(st) = proc.stat(cur) else {
+                    // Gone. If it was the parent of the last process read, that process has
+                    // been reparented meanwhile (to guardian, the subreaper): read it again.
+                    match chain.pop() {
+                        Some(child) if rereads < 8 => {
+                            rereads += 1;
+                            cur = child.pid;
+                            continue;
+                        }
+                        _ => break false,
+                    }
+                };
+                chain.push(st);
+                if st.ppid == self.self_pid || members.contains(&st.ppid) {
+                    break true;
+                }
+                if let Some(&start) = self.known.get(&st.ppid) {
+                    let same = proc.stat(st.ppid).is_some_and(|now| now.starttime == start);
+                    verdict.insert(st.ppid, same);
+                    if same {
+                        members.insert(st.ppid);
+                    }
+                    break same;
+                }
+                if !fresh.contains(&st.ppid) {
+                    break false;
+                }
+                cur = st.ppid;
+            };
+            for st in &chain {
+                verdict.insert(st.pid, descends);
+                if descends {
+                    members.insert(st.pid);
+                }
+            }
+            if descends {
+                for st in &chain {
+                    self.signal_one(st, &members, r, sent, events);
+                }
+            }
+        }
+    }
+}
