@@ -333,10 +333,10 @@ impl Supervisor {
     }
 
     /// Whether the terminal's foreground group `pg` belongs to the provider's tree: the
-    /// provider's group, a group whose leader descends from guardian (a job the provider
-    /// started, such as an interactive shell's foreground command), or a group whose leader is
-    /// gone (a job of the tree that exited). The shell's own group is none of these, so the
-    /// terminal is never taken from it.
+    /// provider's group, or a group whose leader is alive and descends from guardian (a job the
+    /// provider started, such as an interactive shell's foreground command). A group whose
+    /// leader is gone is not taken: it may be the shell's own job (`true | cmd` loses its
+    /// leader at once), and the shell's group is never the tree's.
     fn is_the_trees_group(&self, pg: i32) -> bool {
         let me = std::process::id() as i32;
         if pg == self.provider_pgid {
@@ -351,7 +351,7 @@ impl Supervisor {
                 .and_then(|b| crate::proctree::parse_stat(&b))
                 .map(|st| st.ppid)
         };
-        let Some(mut parent) = ppid(pg) else { return true };
+        let Some(mut parent) = ppid(pg) else { return false };
         // Up the ancestry (bounded: a pid chain is finite, but /proc can change under us).
         for _ in 0..4096 {
             match parent {
