@@ -310,11 +310,6 @@ impl Tree {
         if r.phase == Phase::Stop && (self.namespace_stopped || !self.stopped.is_empty()) {
             return 0;
         }
-        // With the namespace's own /proc, who is about to get SIGKILL is counted first (every
-        // other process of the namespace is a descendant; each counts once, like a scan's).
-        if r.phase == Phase::Kill {
-            self.count_namespace_kill(r.provider);
-        }
         // PID 1 of its own namespace: every other process in it is guardian's descendant.
         if let Err(e) = sys::kill(-1, sig) {
             if e.raw_os_error() != Some(libc::ESRCH) {
@@ -324,6 +319,11 @@ impl Tree {
         }
         if cont {
             let _ = sys::kill(-1, libc::SIGCONT);
+        }
+        // With the namespace's own /proc, who got the SIGKILL is counted afterwards (the kill
+        // is not delayed by it): every other process of the namespace is a descendant.
+        if r.phase == Phase::Kill {
+            self.count_namespace_kill(r.provider);
         }
         self.namespace_stopped |= r.phase == Phase::Stop;
         events.emit(Event::Signal(Signal {
@@ -338,20 +338,21 @@ impl Tree {
         1
     }
 
-    /// As PID 1 with the namespace's own `/proc`: adds the live processes a `kill(-1, SIGKILL)`
-    /// is about to reach (not guardian, not the unreaped provider, none counted before) to
-    /// `stats.killed`. Without that `/proc` nothing can be counted.
+    /// As PID 1 with the namespace's own `/proc`, right after a `kill(-1, SIGKILL)`: adds the
+    /// processes it reached to `stats.killed`: every pid listed but guardian, the unreaped
+    /// provider (not a descendant), the leaf's members (`cgroup.kill` counted them) and those
+    /// counted by an earlier round. A readdir, no `stat`: the dying show as zombies by now,
+    /// and a pid cannot be reused before guardian reaps it. Without that `/proc` nothing can be
+    /// counted.
     fn count_namespace_kill(&mut self, provider: Option<i32>) {
         let me = self.self_pid;
         let Some(proc) = self.proc.as_mut() else { return };
         let Ok(pids) = proc.list() else { return };
         for pid in pids {
-            if pid == me || Some(pid) == provider {
+            if pid == me || Some(pid) == provider || self.leaf_killed.contains(&pid) {
                 continue;
             }
-            if let Some(st) = proc.stat(pid).filter(|st| !st.is_dead())
-                && self.killed.insert(pid, st.starttime) != Some(st.starttime)
-            {
+            if self.killed.insert(pid, 0).is_none() {
                 self.stats.killed += 1;
             }
         }
