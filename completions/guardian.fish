@@ -25,7 +25,7 @@ function __fish_guardian_using_subcommand
 end
 
 complete -c guardian -n "__fish_guardian_needs_command" -s g -l grace -d 'Time between the stop signal and SIGKILL (e.g. 0, 500ms, 10s, 1.5s, 1m; bare number = seconds)' -r
-complete -c guardian -n "__fish_guardian_needs_command" -s s -l stop-signal -d 'Signal sent to the tree to stop it (name or number: TERM, INT, HUP, 15, RTMIN+2); receiving it is a stop request, like SIGTERM' -r
+complete -c guardian -n "__fish_guardian_needs_command" -s s -l stop-signal -d 'Signal sent to the tree to stop it (name or number: TERM, INT, HUP, 15, RTMIN+2); receiving it is a stop request, like SIGTERM. Not KILL (use --grace 0), STOP, CONT, CHLD, TSTP, TTIN or TTOU' -r
 complete -c guardian -n "__fish_guardian_needs_command" -l forward-to -d 'Where signals guardian receives are forwarded' -r -f -a "provider\t'The provider process only (through its pidfd)'
 group\t'The provider\'s process group (safe while the unreaped provider pins the pgid)'"
 complete -c guardian -n "__fish_guardian_needs_command" -l events-fd -d 'Write JSON Lines events to this inherited file descriptor (never passed on to COMMAND)' -r

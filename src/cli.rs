@@ -64,7 +64,8 @@ pub struct Cli {
     pub grace: Duration,
 
     /// Signal sent to the tree to stop it (name or number: TERM, INT, HUP, 15, RTMIN+2); receiving
-    /// it is a stop request, like SIGTERM.
+    /// it is a stop request, like SIGTERM. Not KILL (use --grace 0), STOP, CONT, CHLD, TSTP, TTIN
+    /// or TTOU.
     #[arg(short = 's', long, env = "GUARDIAN_STOP_SIGNAL", default_value = "TERM", value_name = "SIG",
           value_parser = parse_signal)]
     pub stop_signal: i32,
