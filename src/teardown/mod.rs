@@ -286,7 +286,8 @@ impl Tree {
         // As PID 1, the scan covers the namespace, as `kill(-1)` does.
         let target = match leaf_path {
             Some(_) => "cgroup",
-            None if self.discovery == Discovery::Broadcast => "namespace",
+            // (The owner's stop request to the provider's group reaches only that group.)
+            None if self.discovery == Discovery::Broadcast && r.group.is_none() => "namespace",
             None => "descendants",
         };
         let pids = Some(sent.to_vec());
