@@ -179,6 +179,7 @@ fn start(cli: &cli::Cli, me: i32, events: &mut Events) -> Result<Started, Failur
         original_mask,
         restore_sigchld_ignored: sigchld_ignored,
         take_terminal: tty.as_ref().filter(|_| take_terminal).map(|t| (t.as_raw_fd(), sys::getpgrp())),
+        new_group: sys::getpgrp() != 0,
         cgroup: leaf.as_ref().map(|l| (l.dir_fd(), l.procs_fd())),
     };
     let spawned = spawn::spawn(&cfg, events)?;
@@ -260,7 +261,18 @@ fn setup_and_supervise(cli: cli::Cli) -> Result<i32, Failure> {
     let settings = Settings {
         grace: cli.grace,
         stop_signal: cli.stop_signal,
-        forward_to: cli.forward_to,
+        // Without a group of its own the provider shares guardian's (its caller's): only the
+        // provider can be the target.
+        forward_to: if sys::getpgrp() != 0 {
+            cli.forward_to
+        } else {
+            if cli.forward_to == cli::ForwardTo::Group {
+                warn!(
+                    "--forward-to group: guardian's process group is outside its PID namespace, so the provider has no group of its own; signals go to the provider"
+                );
+            }
+            cli::ForwardTo::Provider
+        },
         timeout: cli.timeout,
         wait_descendants: cli.wait_descendants,
     };

@@ -25,6 +25,11 @@ pub struct SpawnConfig<'a> {
     /// (guardian's controlling terminal, guardian's process group): hand the terminal's
     /// foreground to the provider's new group if guardian's group still holds it.
     pub take_terminal: Option<(std::os::fd::RawFd, i32)>,
+    /// Start the provider in a process group of its own (job control, `--forward-to group`).
+    /// Not when guardian's own group lives outside its PID namespace: guardian could then
+    /// never tell whether that group holds the terminal, so the provider stays in it and the
+    /// kernel's foreground rules apply to both as to one job.
+    pub new_group: bool,
     /// The leaf cgroup directory (for CLONE_INTO_CGROUP) and its `cgroup.procs` (for the
     /// child to join itself when clone3 cannot place it).
     pub cgroup: Option<(BorrowedFd<'a>, BorrowedFd<'a>)>,
@@ -51,6 +56,7 @@ pub fn spawn(cfg: &SpawnConfig<'_>, events: &mut Events) -> Result<Spawned, Fail
     let mut plan = sys::ExecPlan::new(&args, cfg.original_mask, err_write.as_fd());
     plan.restore_sigchld_ignored = cfg.restore_sigchld_ignored;
     plan.take_terminal = cfg.take_terminal;
+    plan.new_group = cfg.new_group;
 
     let child = match clone3_into_leaf(cfg.cgroup.map(|(dir, _)| dir), |how| sys::spawn_child(how, &plan)) {
         Ok(child) => child,
@@ -68,7 +74,9 @@ pub fn spawn(cfg: &SpawnConfig<'_>, events: &mut Events) -> Result<Spawned, Fail
     drop(plan);
     drop(err_write);
     // Also from the parent, so the group exists whichever side runs first (job control).
-    let _ = sys::setpgid(pid, pid);
+    if cfg.new_group {
+        let _ = sys::setpgid(pid, pid);
+    }
 
     if let Some(failure) = read_exec_error(&err_read) {
         // The child may have taken the terminal's foreground before exec failed: give it back
@@ -94,7 +102,8 @@ pub fn spawn(cfg: &SpawnConfig<'_>, events: &mut Events) -> Result<Spawned, Fail
             }
         },
     };
-    Ok(Spawned { provider: PidRef::child(pid, pidfd), pgid: pid })
+    let pgid = if cfg.new_group { pid } else { sys::getpgrp() };
+    Ok(Spawned { provider: PidRef::child(pid, pidfd), pgid })
 }
 
 /// clone3, into the leaf if there is one; where guardian may (CAP_SYS_ADMIN), in a new cgroup

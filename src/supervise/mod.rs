@@ -404,6 +404,12 @@ impl Supervisor {
                     } else if sig == libc::SIGCONT {
                         let foreground = self.foreground() == Some(sys::getpgrp());
                         Happened::Continued { foreground }
+                    } else if info.code == libc::SI_KERNEL && self.provider_pgid == sys::getpgrp() {
+                        // The provider shares guardian's process group (guardian's group lives
+                        // outside its PID namespace): a key the terminal turned into a signal
+                        // (^C, ^\, ^Z) reached the provider as well, directly.
+                        crate::debug!("{} from the terminal: the provider heard it too", signals::name(sig));
+                        continue;
                     } else if signals::is_forwarded(sig) {
                         Happened::Signal(sig)
                     } else {

@@ -196,6 +196,8 @@ pub struct ExecPlan<'a> {
     /// (guardian's controlling terminal, guardian's process group): give the terminal to the
     /// provider's new process group, if guardian's group still holds its foreground.
     pub take_terminal: Option<(RawFd, i32)>,
+    /// Start the provider in a process group of its own (`setpgid(0, 0)`).
+    pub new_group: bool,
     /// Write end of the close-on-exec error pipe.
     pub error_pipe: BorrowedFd<'a>,
     /// `cgroup.procs` of the leaf to join before exec (when clone3 could not place us).
@@ -214,6 +216,7 @@ impl<'a> ExecPlan<'a> {
             original_mask,
             restore_sigchld_ignored: false,
             take_terminal: None,
+            new_group: true,
             error_pipe,
             join_cgroup_procs: None,
         }
@@ -247,7 +250,7 @@ unsafe fn exec_provider(plan: &ExecPlan<'_>) -> ! {
             libc::write(error_pipe, msg.as_ptr().cast(), msg.len());
             libc::_exit(EXEC_FAILED);
         };
-        if libc::setpgid(0, 0) != 0 {
+        if plan.new_group && libc::setpgid(0, 0) != 0 {
             fail(b'p');
         }
         if let Some((tty, guardian_pgrp)) = plan.take_terminal {

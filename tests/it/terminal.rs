@@ -113,3 +113,20 @@ fn terminal_comes_back_from_a_job_of_a_provider_that_died() {
     let (shell_pgid, shell_tpgid) = groups(&text, "shell");
     assert_eq!(shell_pgid, shell_tpgid, "the script's group has the terminal back: {text}");
 }
+
+/// guardian's process group outside its PID namespace (`unshare -pf guardian ...` from a
+/// terminal): guardian cannot tell whether that group holds the terminal, so the provider stays
+/// in it, in the foreground with it, and can read the terminal (in a group of its own it would
+/// stop on its first read, with nobody to hand it the terminal).
+#[test]
+fn provider_shares_the_terminal_when_guardians_group_is_outside_its_namespace() {
+    need_root!("unshare --pid");
+    need_program!("unshare", "util-linux");
+    let n = random_digits(12);
+    let cmd = format!(
+        "unshare --pid --fork --mount-proc GUARDIAN -- sh -c \"echo provider stat=\\$(ps -o stat= -p \\$\\$)\" {n}"
+    );
+    let text = pty_run!(&cmd, false);
+    let line = text.lines().find(|l| l.contains("provider stat=")).unwrap_or_else(|| panic!("no report in: {text}"));
+    assert!(line.contains('+'), "the provider is in the terminal's foreground group: {text}");
+}
