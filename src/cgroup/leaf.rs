@@ -347,7 +347,9 @@ impl Drop for Leaf {
 pub fn kill(dir: &Path, rel: &str, proc: Option<&mut Proc>) -> io::Result<Killed> {
     match write_file(&dir.join("cgroup.kill"), "1") {
         Ok(()) => {
-            let after = kill_members(dir, rel, proc, |st| st.state == b'Z');
+            // Only a process whose main thread exited while others run (a `Z` leader that is
+            // not dead) can be listed yet missed; a dying process is not looked at.
+            let after = kill_members(rel, proc, leaderless(dir), |st| st.state == b'Z' && !st.is_dead());
             if !after.is_empty() {
                 crate::debug!(
                     "{}: SIGKILL through pidfds to {after:?}, listed after cgroup.kill with their main thread exited",
@@ -362,7 +364,7 @@ pub fn kill(dir: &Path, rel: &str, proc: Option<&mut Proc>) -> io::Result<Killed
             }
             let freeze = dir.join("cgroup.freeze");
             let frozen = write_file(&freeze, "1").is_ok();
-            let killed = kill_members(dir, rel, proc, |_| true);
+            let killed = kill_members(rel, proc, members(dir), |_| true);
             if frozen {
                 let _ = write_file(&freeze, "0");
             }
@@ -372,12 +374,12 @@ pub fn kill(dir: &Path, rel: &str, proc: Option<&mut Proc>) -> io::Result<Killed
     }
 }
 
-/// SIGKILLs each member of the subtree for which `pick` holds, through a pidfd verified to
+/// SIGKILLs each of `candidates` for which `pick` holds, through a pidfd verified to
 /// still name a process in the subtree. Returns the pids killed.
 fn kill_members(
-    dir: &Path,
     rel: &str,
     proc: Option<&mut Proc>,
+    candidates: Vec<i32>,
     pick: impl Fn(&crate::proctree::Stat) -> bool,
 ) -> Vec<i32> {
     let mut own;
@@ -392,7 +394,7 @@ fn kill_members(
         },
     };
     let mut killed = Vec::new();
-    for pid in members(dir) {
+    for pid in candidates {
         if !proc.stat(pid).is_some_and(|st| pick(&st)) {
             continue;
         }
@@ -409,17 +411,36 @@ fn kill_members(
     killed
 }
 
+/// The processes listed in `cgroup.procs` whose pid is not a live thread in `cgroup.threads`
+/// (in `dir` and below): a process whose main thread exited while others still run. Reading
+/// `cgroup.threads` first, a process that exits between the two reads is in neither; one
+/// that is in both is an ordinary process (alive or dying), which `cgroup.kill` reaches. A
+/// handful of pids to look at instead of a `stat` per member.
+fn leaderless(dir: &Path) -> Vec<i32> {
+    let mut out = Vec::new();
+    let _ = walk(dir, false, |fd| {
+        let threads: std::collections::HashSet<i32> = read_pids(fd, "cgroup.threads").into_iter().collect();
+        out.extend(read_pids(fd, "cgroup.procs").into_iter().filter(|p| !threads.contains(p)));
+    });
+    out
+}
+
+/// The pids listed in one of a cgroup's files (`cgroup.procs`, `cgroup.threads`).
+fn read_pids(fd: &OwnedFd, name: &str) -> Vec<i32> {
+    let Ok(f) = rustix::fs::openat(fd, name, OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty()) else {
+        return Vec::new();
+    };
+    let mut text = String::new();
+    if fs::File::from(f).read_to_string(&mut text).is_err() {
+        return Vec::new();
+    }
+    text.lines().filter_map(|l| l.trim().parse::<i32>().ok()).collect()
+}
+
 /// Every pid listed in the `cgroup.procs` of `dir` and of every cgroup below it, at any depth.
 pub fn members(dir: &Path) -> Vec<i32> {
     let mut out = Vec::new();
-    let _ = walk(dir, false, |fd| {
-        if let Ok(f) = rustix::fs::openat(fd, "cgroup.procs", OFlags::RDONLY | OFlags::CLOEXEC, Mode::empty()) {
-            let mut text = String::new();
-            if fs::File::from(f).read_to_string(&mut text).is_ok() {
-                out.extend(text.lines().filter_map(|l| l.trim().parse::<i32>().ok()));
-            }
-        }
-    });
+    let _ = walk(dir, false, |fd| out.extend(read_pids(fd, "cgroup.procs")));
     out
 }
 

@@ -61,8 +61,9 @@ pub enum Phase {
     Draining { reason: StopReason, deadline: Duration },
     /// The provider was reaped and `--wait-descendants` holds: only reaping, no signals.
     Reaping,
-    /// SIGKILL went to the tree; waiting for ECHILD until `abandon_at` (moved by progress).
-    Escalated { reason: StopReason, abandon_at: Duration },
+    /// SIGKILL went to the tree at `since`; waiting for ECHILD until `abandon_at` (moved by
+    /// progress).
+    Escalated { reason: StopReason, since: Duration, abandon_at: Duration },
     /// Released (the provider's status) or abandoned (125): the loop returns `code`.
     Done { code: i32 },
 }
@@ -281,7 +282,16 @@ impl State {
             Happened::Reaped { provider, descendants, echild, leaf_empty } => {
                 self.echild = echild;
                 if let Some(empty) = leaf_empty {
+                    let emptied = empty && !self.leaf_empty;
                     self.leaf_empty = empty;
+                    // The leaf's last member is gone while guardian still has children:
+                    // descendants that left the leaf were reparented to guardian as their
+                    // ancestors in the leaf died, and the rounds, which looked only at the
+                    // leaf until now, reach them at once.
+                    if emptied && !echild && self.rescan.is_some() {
+                        let kill = matches!(self.phase, Phase::Escalated { .. });
+                        out.push(Action::Round { kill, outside_leaf: true });
+                    }
                 }
                 if descendants > 0 {
                     self.progress(now);
@@ -499,7 +509,7 @@ impl State {
 
     /// The grace period is over (or a kill was requested): SIGKILL to the provider and the tree.
     fn escalate(&mut self, reason: StopReason, now: Duration, out: &mut Vec<Action>) {
-        self.phase = Phase::Escalated { reason, abandon_at: now + self.abandon_wait() };
+        self.phase = Phase::Escalated { reason, since: now, abandon_at: now + self.abandon_wait() };
         out.push(Action::KillProvider);
         out.push(Action::Round { kill: true, outside_leaf: true });
         self.rescan = Some(Rescan { at: now + RESCAN_FIRST, step: RESCAN_FIRST });
@@ -531,7 +541,11 @@ impl State {
         }
         if self.rescan.as_ref().is_some_and(|r| now >= r.at) {
             let kill = matches!(self.phase, Phase::Escalated { .. });
-            out.push(Action::Round { kill, outside_leaf: self.leaf_empty });
+            // With the leaf still populated RESCAN_MAX after SIGKILL (a member that does not
+            // die: uninterruptible sleep), kill rounds look outside the leaf too, for what
+            // that member forked and moved out before it could be reparented to guardian.
+            let stuck = matches!(self.phase, Phase::Escalated { since, .. } if now >= since + RESCAN_MAX);
+            out.push(Action::Round { kill, outside_leaf: self.leaf_empty || stuck });
             // Backing off (10 ms, doubling to 250 ms) while rounds find nobody new;
             // `RoundDone { chase: true }` brings the next one forward again.
             if let Some(r) = self.rescan.as_mut() {

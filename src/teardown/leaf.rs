@@ -71,6 +71,7 @@ impl Tree {
         // `killed` counts descendants: the unreaped provider was a member too, but not one.
         self.stats.killed += new.iter().filter(|&&p| Some(p) != r.provider).count() as u64;
         self.leaf_killed.extend(&new);
+        self.leaf_killed_first = new.iter().copied().collect();
         self.leaf_killed_now = sent.into_iter().collect();
         new.len()
     }

@@ -101,6 +101,8 @@ pub struct Tree {
     leaf_kill_reported: bool,
     /// Members that this round's `cgroup.kill` reached: the scan does not SIGKILL them again.
     leaf_killed_now: HashSet<i32>,
+    /// Members that this round's `cgroup.kill` reached for the first time.
+    leaf_killed_first: HashSet<i32>,
     /// Every member any `cgroup.kill` reached, counted once in `stats.killed`.
     leaf_killed: HashSet<i32>,
     /// The pids of the previous round's `/proc` listing: any other pid is a newcomer.
@@ -117,6 +119,8 @@ pub struct Tree {
     /// until guardian reaps them (their pids are pinned until then): they cannot fork any
     /// more and their children were read after the kill, so later kill rounds skip them.
     killed_children: HashSet<i32>,
+    /// guardian's own children that had the stop signal, until guardian reaps them.
+    stopped_children: HashSet<i32>,
     /// The last round signalled a process whose children were read before the signal (or a
     /// stop signal, after which a process may still fork): the next round follows at once.
     chase: bool,
@@ -142,11 +146,13 @@ impl Tree {
             leaf,
             leaf_kill_reported: false,
             leaf_killed_now: HashSet::new(),
+            leaf_killed_first: HashSet::new(),
             leaf_killed: HashSet::new(),
             listed: HashSet::new(),
             known: HashMap::new(),
             namespace_stopped: false,
             killed_children: HashSet::new(),
+            stopped_children: HashSet::new(),
             chase: false,
         }
     }
@@ -172,6 +178,7 @@ impl Tree {
     pub fn reaped(&mut self, pid: i32) {
         self.stats.reaped += 1;
         self.killed_children.remove(&pid);
+        self.stopped_children.remove(&pid);
     }
 
     /// Whether the round that just signalled `sent` processes must be followed by another at
@@ -201,6 +208,7 @@ impl Tree {
         let cont = phase == Phase::Stop && sig != libc::SIGKILL && sig != libc::SIGCONT;
         let r = Round { phase, sig, cont, provider, reason, group: None };
         self.leaf_killed_now.clear();
+        self.leaf_killed_first.clear();
         let in_leaf = self.leaf_round(&r, events);
         in_leaf
             + match self.discovery {

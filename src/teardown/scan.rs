@@ -39,21 +39,26 @@ impl Tree {
 
     /// A round over the `children` files, top-down. guardian's own children need no identity
     /// check (only guardian reaps them, and it reaps nothing during a round, so their pids are
-    /// pinned: `kill(pid)` needs no pidfd and no re-read). In a kill round each is SIGKILLed
-    /// without any `/proc` read ([`Tree::kill_child`]), and only then is its `children` file read: a SIGKILLed
-    /// process cannot fork any more (the kernel fails a fork once a fatal signal is pending),
-    /// so that read is complete, and the round re-reads guardian's own `children` until it
-    /// holds nobody new (the children of a killed process that exited before its file was read
-    /// were reparented there); later kill rounds skip it until it is reaped. Everything else
-    /// (the deeper descendants; in a stop round guardian's children too) is collected by the
-    /// walk, then signalled, each checked through a pidfd ([`Tree::open_verified`]); their
-    /// `children` were read before the signal, so such a round is chased by another at once.
+    /// pinned: `kill(pid)` needs no pidfd and no re-read). Each is signalled first, without any
+    /// `/proc` read ([`Tree::signal_child`]), and only then is its `children` file read: every
+    /// child it forked before the signal is in that read. After SIGKILL the read is complete
+    /// (the kernel fails a fork once a fatal signal is pending); after the stop signal a
+    /// process may still fork, and those newcomers are left to the rescans, as any process
+    /// born after the round. The round re-reads guardian's own `children` until it holds
+    /// nobody new (the children of a process that exited before its file was read were
+    /// reparented there). The deeper descendants (and, for a stop request to the provider's
+    /// group, guardian's children too, whose group must be read) are collected by the walk,
+    /// then signalled, each checked through a pidfd ([`Tree::open_verified`]); their `children`
+    /// were read before the signal, so such a round is chased by another at once.
     pub(super) fn walk_round(&mut self, r: &Round<'_>, events: &mut Events) -> usize {
         let me = self.self_pid;
         let kill = r.phase == Phase::Kill;
+        // Signal guardian's children before reading their `children` (not for a group's stop
+        // request: the group is in `stat`).
+        let first = r.group.is_none();
         let mut sent = Vec::new();
-        // What is signalled after the walk: the deeper descendants (and in a stop round,
-        // guardian's children too), in the order found.
+        // What is signalled after the walk: the deeper descendants (and for a group's stop
+        // request, guardian's children too), in the order found.
         let mut later: Vec<Stat> = Vec::new();
         let mut deeper = 0;
         // Every process reached this round: guardian, its children, the deeper descendants.
@@ -62,6 +67,10 @@ impl Tree {
         let (mut kids, mut grandkids) = (Vec::new(), Vec::new());
         let mut queue = std::collections::VecDeque::new();
         let mut seen = 1;
+        // A stop round's re-reads are bounded: a process may go on forking and exiting after
+        // the stop signal (its orphans keep coming to guardian); the chase and the rescans
+        // reach them. After SIGKILL nobody can, and the re-reads end by themselves.
+        let mut rereads = if kill { usize::MAX } else { 8 };
         loop {
             kids.clear();
             let Some(proc) = self.proc.as_mut() else { return 0 };
@@ -76,8 +85,8 @@ impl Tree {
                 }
                 fresh = true;
                 seen += 1;
-                if kill {
-                    if let Some(st) = self.kill_child(pid, r, &mut sent) {
+                if first {
+                    if let Some(st) = self.signal_child(pid, r, &mut sent) {
                         queue.push_back(st);
                     }
                     continue;
@@ -112,7 +121,8 @@ impl Tree {
                     }
                 }
             }
-            if !kill || !fresh {
+            rereads = rereads.saturating_sub(1);
+            if !first || !fresh || rereads == 0 {
                 break;
             }
         }
@@ -121,7 +131,7 @@ impl Tree {
         for d in &later {
             self.signal_one(d, &members, r, &mut sent, events);
         }
-        self.chase = !kill || sent.len() > direct;
+        self.chase = !first || sent.len() > direct || rereads == 0;
         crate::debug!(
             "round ({}): {seen} processes read, {} children and {} deeper descendants, {} sent {}",
             r.reason,
@@ -134,34 +144,53 @@ impl Tree {
         sent.len()
     }
 
-    /// A kill round's SIGKILL to `pid`, listed in guardian's own `children`: pinned until
-    /// guardian reaps it, so it needs no `/proc` read at all: `waitid(WNOWAIT)` tells a zombie
-    /// (nothing to kill, no children left), `kill(pid)` reaches the rest, and `killed_children`
-    /// (cleared at reap) remembers it. Returns what the walk needs to read its children: its
-    /// main thread's `children` file (children forked by other threads are reparented to
-    /// guardian when the killed process exits, and a later round finds them there).
-    pub(super) fn kill_child(&mut self, pid: i32, r: &Round<'_>, sent: &mut Vec<i32>) -> Option<Stat> {
+    /// The round's signal to `pid`, listed in guardian's own `children`: pinned until guardian
+    /// reaps it, so it needs no `/proc` read at all: `waitid(WNOWAIT)` tells a zombie (nothing
+    /// to signal, no children left), `kill(pid)` reaches the rest (the stop signal followed by
+    /// SIGCONT), and `killed_children` / `stopped_children` (cleared at reap) remember it.
+    /// Returns what the walk needs to read its children: its main thread's `children` file
+    /// (children forked by other threads are reparented to guardian when it exits, and a later
+    /// round finds them there); `None` when there is nothing to read.
+    pub(super) fn signal_child(&mut self, pid: i32, r: &Round<'_>, sent: &mut Vec<i32>) -> Option<Stat> {
+        let kill = r.phase == Phase::Kill;
         let main_thread = Stat { pid, state: b'S', ppid: self.self_pid, pgrp: 0, session: 0, threads: 1, starttime: 0 };
-        // The provider has its own handle; a member `cgroup.kill` reached this round is done.
-        if Some(pid) == r.provider || self.leaf_killed_now.contains(&pid) {
+        // The provider has its own handle.
+        if Some(pid) == r.provider {
             return Some(main_thread);
+        }
+        // A member that `cgroup.kill` reached for the first time this round dies with the
+        // whole leaf: whatever it forked is either in the leaf too, or (a descendant that left
+        // the leaf) reparented to guardian when it dies, and the round that follows the leaf's
+        // emptying finds it among guardian's children. Its `children` file is not read now;
+        // a later round that still finds it alive (it does not die) reads it.
+        if kill && self.leaf_killed_now.contains(&pid) {
+            return (!self.leaf_killed_first.contains(&pid) && !sys::child_exited(pid)).then_some(main_thread);
         }
         if sys::child_exited(pid) {
             return None;
         }
-        // SIGKILLed deeper down by an earlier round, then reparented to guardian when its parent
-        // died: counted once. (Its start time tells it from a newcomer under a recycled pid.)
-        if let Some(&start) = self.killed.get(&pid) {
+        // Had the stop signal already (a child keeps its pid until reaped): only its children
+        // are read again, for newcomers.
+        if !kill && self.stopped_children.contains(&pid) {
+            return Some(main_thread);
+        }
+        // Signalled deeper down by an earlier round (or one by one as a leaf member, or by a
+        // stop request to its group), then reparented to guardian: once is enough. Its start
+        // time tells it from a newcomer under a recycled pid.
+        if let Some(&start) = self.done(r.phase).get(&pid) {
             let st = self.proc.as_mut().and_then(|p| p.stat(pid))?;
             if st.starttime == start {
-                self.killed_children.insert(pid);
+                self.done_children(r.phase).insert(pid);
                 return (!st.is_dead()).then_some(st);
             }
         }
-        match sys::kill(pid, libc::SIGKILL) {
+        match sys::kill(pid, r.sig) {
             Ok(()) => {
+                if r.cont {
+                    let _ = sys::kill(pid, libc::SIGCONT);
+                }
                 sent.push(pid);
-                self.killed_children.insert(pid);
+                self.done_children(r.phase).insert(pid);
             }
             // Named only when `/proc` shows it, as a scan would (`hidepid` hides a process of
             // another user: docs/threat-model.md).
@@ -173,6 +202,14 @@ impl Tree {
             Err(_) => return None,
         }
         Some(main_thread)
+    }
+
+    /// guardian's children that had this phase's signal, until guardian reaps them.
+    fn done_children(&mut self, phase: Phase) -> &mut HashSet<i32> {
+        match phase {
+            Phase::Stop => &mut self.stopped_children,
+            Phase::Kill => &mut self.killed_children,
+        }
     }
 
     /// This round's descendants, breadth-first, and how many processes were read to find them,

@@ -156,6 +156,42 @@ fn teardown_goes_through_cgroup_kill_and_removes_the_leaf() {
     assert!(cg.path.exists(), "guardian leaves the delegated parent alone");
 }
 
+/// A descendant moved out of the leaf below a member that ignores the stop signal, where
+/// `cgroup.kill` cannot reach it: SIGKILLed once that member has died and it has come to
+/// guardian (the round that follows the leaf's emptying). The round at the deadline does not
+/// read the `children` of the members `cgroup.kill` has just killed.
+#[test]
+fn a_descendant_moved_out_of_the_leaf_below_a_member_is_killed() {
+    let mount = need_delegation!();
+    let cg = TestCgroup::new(&mount, true);
+    let ctx = Ctx::new("cg-outside");
+    let n = &ctx.nonce;
+    let outside = cg.path.join("outside");
+    // The member (an inner sh, ignoring SIGTERM as its child does) keeps waiting for its
+    // sleep, which the provider moves to a sibling cgroup of the leaf before exiting.
+    let provider = format!(
+        "trap '' TERM; mkdir {o} || exit 9; sh -c 'sleep 1000.{n}1 & echo $! > out.pid; while :; do wait; done' & \
+         while [ ! -s out.pid ]; do :; done; cat out.pid > {o}/cgroup.procs || exit 8",
+        o = outside.display()
+    );
+    let mut g =
+        start(&ctx, Some(&cg.path), &["-vv", "--cgroup", "auto", "--grace", "300ms", "--", "sh", "-c", &provider]);
+    let leaf = leaf(&g);
+    let f = g.finish();
+    let moved = ctx.wait_pid_file("out.pid");
+    assert_eq!(f.code, Some(0), "stderr: {}", f.stderr);
+    assert!(cgroup_kill(&f.events).is_some(), "the leaf was killed: {:?}", f.events);
+    let killed_outside = f.events.iter().any(|v| {
+        v["event"] == "signal"
+            && v["signal"] == "SIGKILL"
+            && v["target"] == "descendants"
+            && v["pids"].as_array().is_some_and(|p| p.iter().any(|x| x.as_i64() == Some(i64::from(moved))))
+    });
+    assert!(killed_outside, "the sleep outside the leaf ({moved}) was SIGKILLed as a descendant: {:?}", f.events);
+    assert!(tagged_sleeps(n).is_empty(), "the tree is gone: {:?}", tagged_sleeps(n));
+    assert!(!leaf.exists(), "the leaf was removed");
+}
+
 #[test]
 fn sweep_removes_a_dead_guardians_leaf_and_keeps_a_live_ones() {
     let mount = need_delegation!();

@@ -197,6 +197,43 @@ fn leaf_needs_populated_0_as_well_as_echild() {
     assert_eq!(out, vec![Action::Release { code: 0 }]);
 }
 
+/// The rounds look only at the leaf while it is populated; when it empties with children left
+/// (descendants that moved out of the leaf, reparented to guardian as their ancestors in the
+/// leaf died), a round outside the leaf runs at once. A leaf still populated RESCAN_MAX after
+/// SIGKILL (a member that does not die) makes every kill rescan look outside it too.
+#[test]
+fn a_leaf_that_empties_or_does_not_die_brings_rounds_outside_it() {
+    let cfg = Config {
+        grace: Duration::ZERO,
+        timeout: None,
+        wait_descendants: false,
+        started: ms(0),
+        job_control: true,
+        stdin_terminal: true,
+    };
+    let leaf = |empty| Happened::Reaped { provider: None, descendants: 1, echild: false, leaf_empty: Some(empty) };
+    let mut s = State::new(cfg, Terminal::None, true);
+    let out = s.on(
+        Happened::Reaped { provider: Some(exited(0)), descendants: 0, echild: false, leaf_empty: Some(false) },
+        ms(0),
+    );
+    assert_eq!(out, vec![Action::KillProvider, Action::Round { kill: true, outside_leaf: true }]);
+    s.on(Happened::RoundDone { chase: false }, ms(0));
+    assert!(s.on(leaf(false), ms(5)).is_empty(), "still populated: nothing to do outside it");
+    let out = s.on(Happened::Tick, ms(10));
+    assert_eq!(out, vec![Action::Round { kill: true, outside_leaf: false }], "an early rescan looks at the leaf only");
+    let out = s.on(Happened::Tick, RESCAN_MAX + ms(1));
+    assert_eq!(out, vec![Action::Round { kill: true, outside_leaf: true }], "a leaf that does not die");
+    let out = s.on(leaf(true), RESCAN_MAX + ms(2));
+    assert_eq!(out, vec![Action::Round { kill: true, outside_leaf: true }], "emptied with children left");
+    assert!(s.on(leaf(true), RESCAN_MAX + ms(3)).is_empty(), "only when it empties");
+    let out = s.on(
+        Happened::Reaped { provider: None, descendants: 1, echild: true, leaf_empty: Some(true) },
+        RESCAN_MAX + ms(4),
+    );
+    assert_eq!(out, vec![Action::Release { code: 0 }]);
+}
+
 #[test]
 fn sigstop_from_outside_is_reported_not_copied() {
     let mut s = state_with(None, false, Terminal::Provider);
