@@ -18,6 +18,7 @@
 //! kill phase writes `cgroup.kill` instead of signalling members one by one.
 
 use std::collections::{HashMap, HashSet};
+use std::time::Duration;
 
 use crate::cgroup::Leaf;
 use crate::events::{Event, Events, Signal};
@@ -71,7 +72,17 @@ struct Round<'r> {
     reason: &'r str,
     /// Only the members of this process group (a stop request with `--forward-to group`).
     group: Option<i32>,
+    /// When the round started (CLOCK_MONOTONIC).
+    now: Duration,
 }
+
+/// How often a stop round reads again the `children` of a child of guardian that had the stop
+/// signal and still lives. A process acting on the stop signal (dying, or cleaning up) is read
+/// at the round that signals it; what it forks afterwards is a newcomer for a later round, and
+/// every newcomer still gets SIGKILL at the end of the grace. Reading each live child's file at
+/// every rescan (10 ms apart at first) cost more than signalling the whole tree while thousands
+/// were dying.
+const STOPPED_REREAD: Duration = Duration::from_millis(100);
 
 #[derive(Default, Debug)]
 pub struct Stats {
@@ -119,8 +130,9 @@ pub struct Tree {
     /// until guardian reaps them (their pids are pinned until then): they cannot fork any
     /// more and their children were read after the kill, so later kill rounds skip them.
     killed_children: HashSet<i32>,
-    /// guardian's own children that had the stop signal, until guardian reaps them.
-    stopped_children: HashSet<i32>,
+    /// guardian's own children that had the stop signal, until guardian reaps them, with
+    /// when their `children` file was last read.
+    stopped_children: HashMap<i32, Duration>,
     /// The last round signalled a process whose children were read before the signal (or a
     /// stop signal, after which a process may still fork): the next round follows at once.
     chase: bool,
@@ -152,7 +164,7 @@ impl Tree {
             known: HashMap::new(),
             namespace_stopped: false,
             killed_children: HashSet::new(),
-            stopped_children: HashSet::new(),
+            stopped_children: HashMap::new(),
             chase: false,
         }
     }
@@ -206,7 +218,7 @@ impl Tree {
             Phase::Kill => libc::SIGKILL,
         };
         let cont = phase == Phase::Stop && sig != libc::SIGKILL && sig != libc::SIGCONT;
-        let r = Round { phase, sig, cont, provider, reason, group: None };
+        let r = Round { phase, sig, cont, provider, reason, group: None, now: sys::monotonic() };
         self.leaf_killed_now.clear();
         self.leaf_killed_first.clear();
         let in_leaf = self.leaf_round(&r, events);
@@ -264,6 +276,7 @@ impl Tree {
             provider: Some(provider),
             reason: "forwarded",
             group: Some(pgid),
+            now: sys::monotonic(),
         };
         self.scan_round(&r, events)
     }

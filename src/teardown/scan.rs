@@ -10,7 +10,7 @@ use crate::events::Events;
 use crate::proctree::{self, Stat};
 use crate::{signals, sys};
 
-use super::{Phase, Round, Tree};
+use super::{Phase, Round, STOPPED_REREAD, Tree};
 
 impl Tree {
     pub(super) fn scan_round(&mut self, r: &Round<'_>, events: &mut Events) -> usize {
@@ -147,7 +147,8 @@ impl Tree {
     /// The round's signal to `pid`, listed in guardian's own `children`: pinned until guardian
     /// reaps it, so it needs no `/proc` read at all: `waitid(WNOWAIT)` tells a zombie (nothing
     /// to signal, no children left), `kill(pid)` reaches the rest (the stop signal followed by
-    /// SIGCONT), and `killed_children` / `stopped_children` (cleared at reap) remember it.
+    /// SIGCONT), and `killed_children` / `stopped_children` (cleared at reap) remember it; a
+    /// child that had the stop signal has its `children` read again every [`STOPPED_REREAD`].
     /// Returns what the walk needs to read its children: its main thread's `children` file
     /// (children forked by other threads are reparented to guardian when it exits, and a later
     /// round finds them there); `None` when there is nothing to read.
@@ -170,9 +171,15 @@ impl Tree {
             return None;
         }
         // Had the stop signal already (a child keeps its pid until reaped): only its children
-        // are read again, for newcomers.
-        if !kill && self.stopped_children.contains(&pid) {
-            return Some(main_thread);
+        // are read again, for newcomers, every STOPPED_REREAD.
+        if !kill {
+            if let Some(last) = self.stopped_children.get_mut(&pid) {
+                if r.now < *last + STOPPED_REREAD {
+                    return None;
+                }
+                *last = r.now;
+                return Some(main_thread);
+            }
         }
         // Signalled deeper down by an earlier round (or one by one as a leaf member, or by a
         // stop request to its group), then reparented to guardian: once is enough. Its start
@@ -180,7 +187,7 @@ impl Tree {
         if let Some(&start) = self.done(r.phase).get(&pid) {
             let st = self.proc.as_mut().and_then(|p| p.stat(pid))?;
             if st.starttime == start {
-                self.done_children(r.phase).insert(pid);
+                self.remember_child(r, pid);
                 return (!st.is_dead()).then_some(st);
             }
         }
@@ -190,7 +197,7 @@ impl Tree {
                     let _ = sys::kill(pid, libc::SIGCONT);
                 }
                 sent.push(pid);
-                self.done_children(r.phase).insert(pid);
+                self.remember_child(r, pid);
             }
             // Named only when `/proc` shows it, as a scan would (`hidepid` hides a process of
             // another user: docs/threat-model.md).
@@ -204,11 +211,16 @@ impl Tree {
         Some(main_thread)
     }
 
-    /// guardian's children that had this phase's signal, until guardian reaps them.
-    fn done_children(&mut self, phase: Phase) -> &mut HashSet<i32> {
-        match phase {
-            Phase::Stop => &mut self.stopped_children,
-            Phase::Kill => &mut self.killed_children,
+    /// Records that guardian's child `pid` had this round's signal (until guardian reaps it),
+    /// and that its `children` are read now.
+    fn remember_child(&mut self, r: &Round<'_>, pid: i32) {
+        match r.phase {
+            Phase::Stop => {
+                self.stopped_children.insert(pid, r.now);
+            }
+            Phase::Kill => {
+                self.killed_children.insert(pid);
+            }
         }
     }
 

@@ -418,6 +418,42 @@ fn stop_signal_once_as_pid1_without_the_namespaces_proc() {
     stop_signal_once(Mode::Pid1, false, true, &[]);
 }
 
+/// A process forked after its parent heard the stop signal (a parent that cleans up on SIGTERM
+/// by starting a helper) hears the stop signal too, from a later round, before the grace ends.
+/// guardian's child that handled the signal has its `children` read again, not only at the
+/// round that signalled it.
+#[test]
+fn a_process_forked_after_its_parent_heard_the_stop_signal_hears_it_too() {
+    let ctx = Ctx::new("stop-newcomer");
+    let n = &ctx.nonce;
+    // The inner sh is guardian's child once the provider exits; on SIGTERM it waits a moment
+    // (so the round that signalled it has read its children already), then forks the newcomer.
+    let inner = format!(
+        "trap 'sleep 0.3 || :; sleep 1000.{n}2 & echo $! > newcomer.pid' TERM; sleep 1000.{n}1 &\n\
+         echo $$ > parent.pid; while :; do wait; done\n"
+    );
+    fs::write(ctx.path("inner.sh"), inner).expect("write inner.sh");
+    let mut g = ctx
+        .guardian()
+        .args(["--grace", "5s"])
+        .script("sh inner.sh & while [ ! -s parent.pid ]; do sleep 0.01; done; exit 3")
+        .spawn();
+    let code = g.wait_code();
+    let ev = g.events();
+    assert_eq!(code, 3, "events {ev:#?}; stderr: {}", g.stderr());
+    ctx.assert_nothing_left();
+    let newcomer = ctx.wait_pid_file("newcomer.pid");
+    let heard = |sig: &str| {
+        ev.iter().any(|e| {
+            e["event"] == "signal"
+                && e["signal"] == sig
+                && e["pids"].as_array().is_some_and(|p| p.iter().any(|x| x.as_i64() == Some(i64::from(newcomer))))
+        })
+    };
+    assert!(heard("SIGTERM"), "the newcomer {newcomer} never had the stop signal: {ev:#?}");
+    assert!(!heard("SIGKILL"), "the newcomer {newcomer} was left to SIGKILL: {ev:#?}");
+}
+
 // ---------------------------------------------------------------------------------------
 // Item 7: a `children` file longer than a page is read to its end.
 
