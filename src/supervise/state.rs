@@ -512,7 +512,12 @@ impl State {
         self.phase = Phase::Escalated { reason, since: now, abandon_at: now + self.abandon_wait() };
         out.push(Action::KillProvider);
         out.push(Action::Round { kill: true, outside_leaf: true });
-        self.rescan = Some(Rescan { at: now + RESCAN_FIRST, step: RESCAN_FIRST });
+        // After `cgroup.kill` nobody in the leaf can fork: an early rescan would only list
+        // the dying members again (a `cgroup.procs` of thousands costs milliseconds) and write
+        // `cgroup.kill` again for a process moved into the leaf since. The leaf's emptying
+        // brings the round outside it at once; the rescans start at RESCAN_MAX.
+        let first = if self.leaf_empty { RESCAN_FIRST } else { RESCAN_MAX };
+        self.rescan = Some(Rescan { at: now + first, step: first });
     }
 
     fn abandon_wait(&self) -> Duration {

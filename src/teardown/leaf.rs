@@ -9,7 +9,7 @@ use crate::pidref::PidRef;
 use crate::proctree::Stat;
 use crate::{spawn, sys};
 
-use super::{Phase, Round, Tree};
+use super::{Phase, Round, STOPPED_REREAD, Tree};
 
 impl Tree {
     /// The leaf's part of a round: the stop signal to each verified member, or `cgroup.kill`.
@@ -77,7 +77,13 @@ impl Tree {
     }
 
     /// The stop signal to every member of the leaf that has not had it, each verified first.
+    /// Looked at every [`STOPPED_REREAD`] at most, as guardian's own signalled children are:
+    /// a member forked after its parent heard the stop signal hears it from a later round.
     pub(super) fn leaf_stop(&mut self, r: &Round<'_>, events: &mut Events) -> usize {
+        if self.leaf_stopped_at.is_some_and(|t| r.now < t + STOPPED_REREAD) {
+            return 0;
+        }
+        self.leaf_stopped_at = Some(r.now);
         let Some(members) = self.leaf.as_ref().map(|l| l.members()) else {
             return 0;
         };

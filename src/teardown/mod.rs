@@ -114,6 +114,8 @@ pub struct Tree {
     leaf_killed_now: HashSet<i32>,
     /// Members that this round's `cgroup.kill` reached for the first time.
     leaf_killed_first: HashSet<i32>,
+    /// When the leaf's members were last given the stop signal.
+    leaf_stopped_at: Option<Duration>,
     /// Every member any `cgroup.kill` reached, counted once in `stats.killed`.
     leaf_killed: HashSet<i32>,
     /// The pids of the previous round's `/proc` listing: any other pid is a newcomer.
@@ -159,6 +161,7 @@ impl Tree {
             leaf_kill_reported: false,
             leaf_killed_now: HashSet::new(),
             leaf_killed_first: HashSet::new(),
+            leaf_stopped_at: None,
             leaf_killed: HashSet::new(),
             listed: HashSet::new(),
             known: HashMap::new(),

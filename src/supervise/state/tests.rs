@@ -199,8 +199,9 @@ fn leaf_needs_populated_0_as_well_as_echild() {
 
 /// The rounds look only at the leaf while it is populated; when it empties with children left
 /// (descendants that moved out of the leaf, reparented to guardian as their ancestors in the
-/// leaf died), a round outside the leaf runs at once. A leaf still populated RESCAN_MAX after
-/// SIGKILL (a member that does not die) makes every kill rescan look outside it too.
+/// leaf died), a round outside the leaf runs at once. The rescans after `cgroup.kill` start at
+/// RESCAN_MAX, and a leaf still populated then (a member that does not die) makes every kill
+/// rescan look outside it too.
 #[test]
 fn a_leaf_that_empties_or_does_not_die_brings_rounds_outside_it() {
     let cfg = Config {
@@ -220,8 +221,8 @@ fn a_leaf_that_empties_or_does_not_die_brings_rounds_outside_it() {
     assert_eq!(out, vec![Action::KillProvider, Action::Round { kill: true, outside_leaf: true }]);
     s.on(Happened::RoundDone { chase: false }, ms(0));
     assert!(s.on(leaf(false), ms(5)).is_empty(), "still populated: nothing to do outside it");
-    let out = s.on(Happened::Tick, ms(10));
-    assert_eq!(out, vec![Action::Round { kill: true, outside_leaf: false }], "an early rescan looks at the leaf only");
+    assert_eq!(s.next_deadline(), Some(RESCAN_MAX), "no early rescan: nobody in a killed leaf can fork");
+    assert!(s.on(Happened::Tick, ms(10)).is_empty());
     let out = s.on(Happened::Tick, RESCAN_MAX + ms(1));
     assert_eq!(out, vec![Action::Round { kill: true, outside_leaf: true }], "a leaf that does not die");
     let out = s.on(leaf(true), RESCAN_MAX + ms(2));
