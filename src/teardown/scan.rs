@@ -64,7 +64,7 @@ impl Tree {
         // Every process reached this round: guardian, its children, the deeper descendants.
         let mut members: HashSet<i32> = HashSet::from([me]);
         let me_stat = Stat { pid: me, state: b'R', ppid: 0, pgrp: 0, session: 0, threads: 1, starttime: 0 };
-        let (mut kids, mut grandkids) = (Vec::new(), Vec::new());
+        let (mut kids, mut grandkids, mut signalled) = (Vec::new(), Vec::new(), Vec::new());
         let mut queue = std::collections::VecDeque::new();
         let mut seen = 1;
         // A stop round's re-reads are bounded: a process may go on forking and exiting after
@@ -87,7 +87,7 @@ impl Tree {
                 seen += 1;
                 if first {
                     if let Some(st) = self.signal_child(pid, r, &mut sent) {
-                        queue.push_back(st);
+                        signalled.push(st);
                     }
                     continue;
                 }
@@ -96,6 +96,14 @@ impl Tree {
                 };
                 later.push(st);
                 if !st.is_dead() {
+                    queue.push_back(st);
+                }
+            }
+            // Every child is signalled before any `children` file is read, so the tree dies
+            // (on the other CPUs) while the round reads: one that has exited by now left its
+            // children to guardian, and the next read of guardian's own `children` has them.
+            for st in signalled.drain(..) {
+                if Some(st.pid) == r.provider || !sys::child_exited(st.pid) {
                     queue.push_back(st);
                 }
             }
