@@ -84,7 +84,18 @@ pub struct Supervisor {
     state: State,
     /// The provider's resource usage, from the `wait4` that reaped it.
     provider_usage: Usage,
+    /// The last wake-up reaped descendants and more remain: pause [`REAP_PAUSE`] before the
+    /// next poll.
+    reap_pause: bool,
 }
+
+/// The pause between two wake-ups that reap descendants, once the provider has exited. Each
+/// reaping ends with a `wait4` that finds nobody ready, and the kernel answers it by walking
+/// the whole list of guardian's children: with thousands dying one SIGCHLD at a time, waking
+/// for each spent more CPU (taken from the dying) than the reaping itself. Pausing lets the
+/// exits gather into batches. Signals wait in the signalfd meanwhile; an idle guardian never
+/// pauses (it is not reaping).
+const REAP_PAUSE: Duration = Duration::from_millis(1);
 
 impl Supervisor {
     #[allow(clippy::too_many_arguments)]
@@ -125,6 +136,7 @@ impl Supervisor {
             tree,
             state,
             provider_usage: Usage::default(),
+            reap_pause: false,
         }
     }
 
@@ -147,6 +159,10 @@ impl Supervisor {
 
     /// One poll and everything it woke up for. `Some(outcome)` once guardian is done.
     fn wait_and_handle(&mut self) -> Option<Outcome> {
+        if std::mem::take(&mut self.reap_pause) {
+            let left = self.next_deadline().map(|d| d.saturating_sub(sys::monotonic()));
+            std::thread::sleep(left.map_or(REAP_PAUSE, |l| l.min(REAP_PAUSE)));
+        }
         let timeout = self.next_deadline().map(|d| d.saturating_sub(sys::monotonic()));
         let (parent_ready, out_ready, leaf_ready) = self.poll(timeout);
         // Signals first (they may request a stop), then reaping (it may find the provider's
@@ -522,6 +538,7 @@ impl Supervisor {
         } else {
             None
         };
+        self.reap_pause = descendants > 0 && !echild && self.state.provider_exited();
         Happened::Reaped { provider, descendants, echild, leaf_empty }
     }
 

@@ -40,16 +40,17 @@ impl Tree {
     /// A round over the `children` files, top-down. guardian's own children need no identity
     /// check (only guardian reaps them, and it reaps nothing during a round, so their pids are
     /// pinned: `kill(pid)` needs no pidfd and no re-read). Each is signalled first, without any
-    /// `/proc` read ([`Tree::signal_child`]), and only then is its `children` file read: every
-    /// child it forked before the signal is in that read. After SIGKILL the read is complete
-    /// (the kernel fails a fork once a fatal signal is pending); after the stop signal a
-    /// process may still fork, and those newcomers are left to the rescans, as any process
-    /// born after the round. The round re-reads guardian's own `children` until it holds
-    /// nobody new (the children of a process that exited before its file was read were
-    /// reparented there). The deeper descendants (and, for a stop request to the provider's
-    /// group, guardian's children too, whose group must be read) are collected by the walk,
-    /// then signalled, each checked through a pidfd ([`Tree::open_verified`]); their `children`
-    /// were read before the signal, so such a round is chased by another at once.
+    /// `/proc` read ([`Tree::signal_child`]), all of them before any `children` file is read:
+    /// every child a process forked before its signal is in that read. After SIGKILL the read
+    /// is complete (the kernel fails a fork once a fatal signal is pending); after the stop
+    /// signal a process may still fork, and those newcomers are left to the rescans, as any
+    /// process born after the round. A child that exited before its file was read is not read
+    /// (its children were reparented to guardian): the round is chased by another, which
+    /// finds them among guardian's children. The deeper descendants (and, for a stop request
+    /// to the provider's group, guardian's children too, whose group must be read) are
+    /// collected by the walk, then signalled, each checked through a pidfd
+    /// ([`Tree::open_verified`]); their `children` were read before the signal, so such a
+    /// round is chased too.
     pub(super) fn walk_round(&mut self, r: &Round<'_>, events: &mut Events) -> usize {
         let me = self.self_pid;
         let kill = r.phase == Phase::Kill;
@@ -67,23 +68,19 @@ impl Tree {
         let (mut kids, mut grandkids, mut signalled) = (Vec::new(), Vec::new(), Vec::new());
         let mut queue = std::collections::VecDeque::new();
         let mut seen = 1;
-        // A stop round's re-reads are bounded: a process may go on forking and exiting after
-        // the stop signal (its orphans keep coming to guardian); the chase and the rescans
-        // reach them. After SIGKILL nobody can, and the re-reads end by themselves.
-        let mut rereads = if kill { usize::MAX } else { 8 };
-        loop {
-            kids.clear();
-            let Some(proc) = self.proc.as_mut() else { return 0 };
-            if proc.children(&me_stat, &mut kids).is_none() {
-                break;
-            }
-            let mut fresh = false;
+        // A child that exited before its `children` file was read left its children to
+        // guardian: the next round, right after the reaping that shortens guardian's own
+        // `children` file, finds them there (re-reading a file of thousands of dying children
+        // at once costs the kernel a walk of the list per page read).
+        let mut left_to_guardian = false;
+        kids.clear();
+        let Some(proc) = self.proc.as_mut() else { return 0 };
+        if proc.children(&me_stat, &mut kids).is_some() {
             for &pid in &kids {
                 // Killed and not reaped yet: nothing left to do for it or below it.
                 if (kill && self.killed_children.contains(&pid)) || !members.insert(pid) {
                     continue;
                 }
-                fresh = true;
                 seen += 1;
                 if first {
                     if let Some(st) = self.signal_child(pid, r, &mut sent) {
@@ -99,39 +96,36 @@ impl Tree {
                     queue.push_back(st);
                 }
             }
-            // Every child is signalled before any `children` file is read, so the tree dies
-            // (on the other CPUs) while the round reads: one that has exited by now left its
-            // children to guardian, and the next read of guardian's own `children` has them.
-            for st in signalled.drain(..) {
-                if Some(st.pid) == r.provider || !sys::child_exited(st.pid) {
-                    queue.push_back(st);
-                }
+        }
+        // Every child is signalled before any `children` file is read, so the tree dies (on
+        // the other CPUs) while the round reads, and one that has exited by now is not read.
+        for st in signalled.drain(..) {
+            if Some(st.pid) == r.provider || !sys::child_exited(st.pid) {
+                queue.push_back(st);
+            } else {
+                left_to_guardian = true;
             }
-            let Some(proc) = self.proc.as_mut() else { return 0 };
-            while let Some(parent) = queue.pop_front() {
-                grandkids.clear();
-                if proc.children(&parent, &mut grandkids).is_none() {
-                    continue;
-                }
-                for &pid in &grandkids {
-                    // A child whose `stat` no longer names that parent (it died, or was
-                    // reparented meanwhile) is left to the next round.
-                    if let Some(st) = proc.stat(pid).filter(|st| st.ppid == parent.pid) {
-                        seen += 1;
-                        members.insert(pid);
-                        later.push(st);
-                        deeper += 1;
-                        // An exited process has no children left: they were reparented (to
-                        // guardian, the subreaper) before it became a zombie.
-                        if !st.is_dead() {
-                            queue.push_back(st);
-                        }
+        }
+        let Some(proc) = self.proc.as_mut() else { return 0 };
+        while let Some(parent) = queue.pop_front() {
+            grandkids.clear();
+            if proc.children(&parent, &mut grandkids).is_none() {
+                continue;
+            }
+            for &pid in &grandkids {
+                // A child whose `stat` no longer names that parent (it died, or was
+                // reparented meanwhile) is left to the next round.
+                if let Some(st) = proc.stat(pid).filter(|st| st.ppid == parent.pid) {
+                    seen += 1;
+                    members.insert(pid);
+                    later.push(st);
+                    deeper += 1;
+                    // An exited process has no children left: they were reparented (to
+                    // guardian, the subreaper) before it became a zombie.
+                    if !st.is_dead() {
+                        queue.push_back(st);
                     }
                 }
-            }
-            rereads = rereads.saturating_sub(1);
-            if !first || !fresh || rereads == 0 {
-                break;
             }
         }
         crate::test_hooks::pause_after_scan(&later, events);
@@ -139,7 +133,7 @@ impl Tree {
         for d in &later {
             self.signal_one(d, &members, r, &mut sent, events);
         }
-        self.chase = !first || sent.len() > direct || rereads == 0;
+        self.chase = !first || sent.len() > direct || left_to_guardian;
         crate::debug!(
             "round ({}): {seen} processes read, {} children and {} deeper descendants, {} sent {}",
             r.reason,
