@@ -112,6 +112,9 @@ pub struct Tree {
     leaf_kill_reported: bool,
     /// Members that this round's `cgroup.kill` reached: the scan does not SIGKILL them again.
     leaf_killed_now: HashSet<i32>,
+    /// How many children guardian had at the last read of its own `children` file, less
+    /// those reaped since (what the supervise loop paces its reaping by).
+    children_hint: usize,
     /// Members that this round's `cgroup.kill` reached for the first time.
     leaf_killed_first: HashSet<i32>,
     /// When the leaf's members were last given the stop signal.
@@ -161,6 +164,7 @@ impl Tree {
             leaf_kill_reported: false,
             leaf_killed_now: HashSet::new(),
             leaf_killed_first: HashSet::new(),
+            children_hint: 0,
             leaf_stopped_at: None,
             leaf_killed: HashSet::new(),
             listed: HashSet::new(),
@@ -189,9 +193,15 @@ impl Tree {
         walk
     }
 
+    /// About how many children guardian has (as of its last round, less those reaped since).
+    pub fn children_hint(&self) -> usize {
+        self.children_hint
+    }
+
     /// guardian reaped `pid`, one of its children: from now on the pid may name another process.
     pub fn reaped(&mut self, pid: i32) {
         self.stats.reaped += 1;
+        self.children_hint = self.children_hint.saturating_sub(1);
         self.killed_children.remove(&pid);
         self.stopped_children.remove(&pid);
     }

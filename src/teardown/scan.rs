@@ -76,6 +76,7 @@ impl Tree {
         kids.clear();
         let Some(proc) = self.proc.as_mut() else { return 0 };
         if proc.children(&me_stat, &mut kids).is_some() {
+            self.children_hint = kids.len();
             for &pid in &kids {
                 // Killed and not reaped yet: nothing left to do for it or below it.
                 if (kill && self.killed_children.contains(&pid)) || !members.insert(pid) {
