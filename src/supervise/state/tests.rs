@@ -14,6 +14,11 @@ fn state_with(timeout: Option<Duration>, wait_descendants: bool, terminal: Termi
     State::new(cfg, terminal, false)
 }
 
+/// No timeout, descendants stopped at the provider's exit, job control on.
+fn config(grace: Duration) -> Config {
+    Config { grace, timeout: None, wait_descendants: false, started: ms(0), job_control: true, stdin_terminal: true }
+}
+
 fn state() -> State {
     state_with(None, false, Terminal::None)
 }
@@ -154,14 +159,7 @@ fn timeout_and_parent_death_reach_the_whole_tree_at_once() {
 
 #[test]
 fn zero_grace_goes_straight_to_sigkill() {
-    let cfg = Config {
-        grace: Duration::ZERO,
-        timeout: None,
-        wait_descendants: false,
-        started: ms(0),
-        job_control: true,
-        stdin_terminal: true,
-    };
+    let cfg = config(Duration::ZERO);
     let mut s = State::new(cfg, Terminal::None, false);
     let out = s.on(reaped(Some(exited(0)), false), ms(10));
     assert_eq!(out, vec![Action::KillProvider, Action::Round { kill: true, outside_leaf: true }]);
@@ -182,14 +180,7 @@ fn abandon_waits_from_the_last_progress() {
 
 #[test]
 fn leaf_needs_populated_0_as_well_as_echild() {
-    let cfg = Config {
-        grace: GRACE,
-        timeout: None,
-        wait_descendants: false,
-        started: ms(0),
-        job_control: true,
-        stdin_terminal: true,
-    };
+    let cfg = config(GRACE);
     let mut s = State::new(cfg, Terminal::None, true);
     let out = s.on(reaped(Some(exited(0)), true), ms(0));
     assert_eq!(out, vec![Action::Round { kill: false, outside_leaf: false }], "leaf still populated");
@@ -204,14 +195,7 @@ fn leaf_needs_populated_0_as_well_as_echild() {
 /// rescan look outside it too.
 #[test]
 fn a_leaf_that_empties_or_does_not_die_brings_rounds_outside_it() {
-    let cfg = Config {
-        grace: Duration::ZERO,
-        timeout: None,
-        wait_descendants: false,
-        started: ms(0),
-        job_control: true,
-        stdin_terminal: true,
-    };
+    let cfg = config(Duration::ZERO);
     let leaf = |empty| Happened::Reaped { provider: None, descendants: 1, echild: false, leaf_empty: Some(empty) };
     let mut s = State::new(cfg, Terminal::None, true);
     let out = s.on(
