@@ -3,6 +3,8 @@
 //! start time, `/proc/PID/cgroup` and the pidfd's pid), and the kill phase's one write to
 //! `cgroup.kill` (with a pidfd SIGKILL for members it cannot reach).
 
+use std::collections::HashSet;
+
 use crate::cgroup::Killed;
 use crate::events::{Event, Events, Signal};
 use crate::pidref::PidRef;
@@ -87,9 +89,21 @@ impl Tree {
         let Some(members) = self.leaf.as_ref().map(|l| l.members()) else {
             return 0;
         };
+        // guardian's own children among them are pinned until it reaps them: signalled by pid
+        // with no `/proc` read, as a walk does ([`Tree::signal_child`]).
+        let me = Stat { pid: self.self_pid, state: b'R', ppid: 0, pgrp: 0, session: 0, threads: 1, starttime: 0 };
+        let mut kids = Vec::new();
+        if self.proc.as_mut().and_then(|p| p.children(&me, &mut kids)).is_none() {
+            kids.clear();
+        }
+        let own: HashSet<i32> = kids.into_iter().collect();
         let mut sent = Vec::new();
         for pid in members {
             if Some(pid) == r.provider || pid == self.self_pid {
+                continue;
+            }
+            if own.contains(&pid) {
+                self.signal_child(pid, r, &mut sent);
                 continue;
             }
             let Some(st) = self.proc.as_mut().and_then(|p| p.stat(pid)) else { continue };
