@@ -192,6 +192,33 @@ fn a_descendant_moved_out_of_the_leaf_below_a_member_is_killed() {
     assert!(!leaf.exists(), "the leaf was removed");
 }
 
+/// Each member of the leaf hears the stop signal once: guardian's own child (signalled by
+/// pid) and its child (through a verified pidfd), whatever the rescans during the grace.
+#[test]
+fn each_member_of_the_leaf_hears_the_stop_signal_once() {
+    let mount = need_delegation!();
+    let cg = TestCgroup::new(&mount, true);
+    let ctx = Ctx::new("cg-stop-once");
+    let n = &ctx.nonce;
+    // Once its sleep is gone the inner sh stops itself (no busy loop) until the SIGKILL.
+    let inner = format!(
+        "trap 'echo T >> count.log' TERM; sleep 1000.{n}1 & echo $$ > ready; while :; do wait; kill -STOP $$; done\n"
+    );
+    std::fs::write(ctx.path("inner.sh"), inner).expect("write inner.sh");
+    let provider = "sh inner.sh & while [ ! -s ready ]; do :; done; exit 4";
+    let mut g = start(&ctx, Some(&cg.path), &["--cgroup", "auto", "--grace", "1s", "--", "sh", "-c", provider]);
+    let leaf = leaf(&g);
+    let f = g.finish();
+    assert_eq!(f.code, Some(4), "stderr: {}", f.stderr);
+    let heard = std::fs::read_to_string(ctx.path("count.log")).unwrap_or_default();
+    assert_eq!(heard.lines().count(), 1, "the inner sh's SIGTERMs: {heard:?}; events {:?}", f.events);
+    let released = g.wait_event_named("released");
+    assert_eq!(released["signalled"], 2, "the inner sh and its sleep: {released}");
+    assert_eq!(released["killed"], 1, "the inner sh survived SIGTERM: {released}");
+    assert!(tagged_sleeps(n).is_empty(), "the tree is gone");
+    assert!(!leaf.exists(), "the leaf was removed");
+}
+
 #[test]
 fn sweep_removes_a_dead_guardians_leaf_and_keeps_a_live_ones() {
     let mount = need_delegation!();
