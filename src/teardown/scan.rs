@@ -170,19 +170,19 @@ impl Tree {
         if kill && self.leaf_killed_now.contains(&pid) {
             return (!self.leaf_killed_first.contains(&pid) && !sys::child_exited(pid)).then_some(main_thread);
         }
-        if sys::child_exited(pid) {
-            return None;
-        }
         // Had the stop signal already (a child keeps its pid until reaped): only its children
-        // are read again, for newcomers, every STOPPED_REREAD.
+        // are read again, for newcomers, every STOPPED_REREAD (and not once it has exited).
         if !kill {
             if let Some(last) = self.stopped_children.get_mut(&pid) {
                 if r.now < *last + STOPPED_REREAD {
                     return None;
                 }
                 *last = r.now;
-                return Some(main_thread);
+                return (!sys::child_exited(pid)).then_some(main_thread);
             }
+        }
+        if sys::child_exited(pid) {
+            return None;
         }
         // Signalled deeper down by an earlier round (or one by one as a leaf member, or by a
         // stop request to its group), then reparented to guardian: once is enough. Its start
