@@ -154,9 +154,15 @@ impl Proc {
     }
 
     /// The children of a process, from the `children` file of each of its threads (of the
-    /// main thread alone when it has one). `None` when it is gone or unreadable.
+    /// main thread alone when it has one). `st.threads` 0 means not known (no `stat` was read):
+    /// the link count of its `task` directory tells, in one `statx`. `None` when it is gone or
+    /// unreadable.
     pub fn children(&mut self, st: &Stat, out: &mut Vec<i32>) -> Option<()> {
-        let many = st.threads > 1;
+        let threads = match st.threads {
+            0 => self.threads(st.pid)?,
+            n => n,
+        };
+        let many = threads > 1;
         let tids = if many { self.tasks(st.pid)? } else { vec![st.pid] };
         for tid in tids {
             // A thread that exited since the task list was read has no file any more: its
@@ -172,6 +178,13 @@ impl Proc {
             out.extend(text.split_ascii_whitespace().filter_map(|p| p.parse::<i32>().ok()));
         }
         Some(())
+    }
+
+    /// How many threads a process has: `/proc/PID/task` links its `.`, its `..` and one
+    /// directory per thread (a main thread that exited while others run still counts).
+    fn threads(&mut self, pid: i32) -> Option<u32> {
+        let st = rustix::fs::statat(&self.dir, format!("{pid}/task"), rustix::fs::AtFlags::empty()).ok()?;
+        Some((st.st_nlink as u32).saturating_sub(2))
     }
 
     fn tasks(&mut self, pid: i32) -> Option<Vec<i32>> {

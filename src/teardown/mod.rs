@@ -138,9 +138,13 @@ pub struct Tree {
     /// guardian's own children that had the stop signal, until guardian reaps them, with
     /// when their `children` file was last read.
     stopped_children: HashMap<i32, Duration>,
-    /// The last round signalled a process whose children were read before the signal (or a
-    /// stop signal, after which a process may still fork): the next round follows at once.
+    /// The last round signalled a process whose children were read before the signal (or
+    /// one of guardian's children exited before its `children` file was read): the next round
+    /// follows at once.
     chase: bool,
+    /// The last round signalled a deeper descendant: the next one reads the `children` of
+    /// every child of guardian, however recently they were read ([`STOPPED_REREAD`]).
+    reread_children: bool,
 }
 
 impl Tree {
@@ -173,6 +177,7 @@ impl Tree {
             killed_children: HashSet::new(),
             stopped_children: HashMap::new(),
             chase: false,
+            reread_children: false,
         }
     }
 
@@ -207,10 +212,17 @@ impl Tree {
     }
 
     /// Whether the round that just signalled `sent` processes must be followed by another at
-    /// once: a /proc scan (not a broadcast, not a leaf's `cgroup.procs`) that may have missed a
-    /// child born after it read its parent's `children` (see [`Tree::walk_round`]).
+    /// once: a walk of the `children` files that signalled a process whose children it read
+    /// before the signal, or left children of an exited child of guardian to the next read of
+    /// guardian's own (see [`Tree::walk_round`]), also with a leaf (descendants outside it);
+    /// or a listing of `/proc` (not a broadcast, not a leaf's `cgroup.procs`) that signalled
+    /// anyone, since it may have missed a child born after it read its parent.
     pub fn chase(&self, sent: usize) -> bool {
-        sent > 0 && self.discovery == Discovery::Scan && self.leaf.is_none() && (self.walk != Some(true) || self.chase)
+        match (self.discovery, self.walk) {
+            (Discovery::Scan | Discovery::Broadcast, Some(true)) => self.chase,
+            (Discovery::Scan, _) => sent > 0 && self.leaf.is_none(),
+            _ => false,
+        }
     }
 
     /// One round: sends the phase's signal to every descendant that has not had it yet.
@@ -234,6 +246,7 @@ impl Tree {
         let r = Round { phase, sig, cont, provider, reason, group: None, now: sys::monotonic() };
         self.leaf_killed_now.clear();
         self.leaf_killed_first.clear();
+        self.chase = false;
         let in_leaf = self.leaf_round(&r, events);
         in_leaf
             + match self.discovery {
@@ -342,7 +355,7 @@ impl Tree {
         let (sig, cont, reason) = (r.sig, r.cont, r.reason);
         // Once per teardown, and never after processes had it one by one (pidfds refused
         // midway): a `kill(-1)` would repeat it to them.
-        if r.phase == Phase::Stop && (self.namespace_stopped || !self.stopped.is_empty()) {
+        if r.phase == Phase::Stop && (self.namespace_stopped || !self.stopped.is_empty() || self.stats.signalled > 0) {
             return 0;
         }
         // PID 1 of its own namespace: every other process in it is guardian's descendant.

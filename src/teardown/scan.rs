@@ -110,7 +110,15 @@ impl Tree {
         let Some(proc) = self.proc.as_mut() else { return 0 };
         while let Some(parent) = queue.pop_front() {
             grandkids.clear();
-            if proc.children(&parent, &mut grandkids).is_none() {
+            let read = proc.children(&parent, &mut grandkids).is_some();
+            // A child of guardian that exited before (or while) its file was read left (some
+            // of) its children to guardian: the chasing round finds them there. One that has
+            // not exited after the read was read complete (its children move to guardian in
+            // the same step, under the same lock, as it becomes a zombie).
+            if parent.ppid == me && sys::child_exited(parent.pid) {
+                left_to_guardian = true;
+            }
+            if !read {
                 continue;
             }
             for &pid in &grandkids {
@@ -135,6 +143,9 @@ impl Tree {
             self.signal_one(d, &members, r, &mut sent, events);
         }
         self.chase = !first || sent.len() > direct || left_to_guardian;
+        // The deeper descendants signalled now had their `children` read before: the chasing
+        // round reads every child's again, whenever it was last read.
+        self.reread_children = sent.len() > direct;
         crate::debug!(
             "round ({}): {seen} processes read, {} children and {} deeper descendants, {} sent {}",
             r.reason,
@@ -152,12 +163,14 @@ impl Tree {
     /// to signal, no children left), `kill(pid)` reaches the rest (the stop signal followed by
     /// SIGCONT), and `killed_children` / `stopped_children` (cleared at reap) remember it; a
     /// child that had the stop signal has its `children` read again every [`STOPPED_REREAD`].
-    /// Returns what the walk needs to read its children: its main thread's `children` file
-    /// (children forked by other threads are reparented to guardian when it exits, and a later
-    /// round finds them there); `None` when there is nothing to read.
+    /// Returns what the walk needs to read its children: the `children` file of each of its
+    /// threads (how many is asked then: the link count of its `task` directory); `None` when
+    /// there is nothing to read.
     pub(super) fn signal_child(&mut self, pid: i32, r: &Round<'_>, sent: &mut Vec<i32>) -> Option<Stat> {
         let kill = r.phase == Phase::Kill;
-        let main_thread = Stat { pid, state: b'S', ppid: self.self_pid, pgrp: 0, session: 0, threads: 1, starttime: 0 };
+        // No `stat` is read: how many threads' `children` files to read is asked when they
+        // are read (threads 0).
+        let main_thread = Stat { pid, state: b'S', ppid: self.self_pid, pgrp: 0, session: 0, threads: 0, starttime: 0 };
         // The provider has its own handle.
         if Some(pid) == r.provider {
             return Some(main_thread);
@@ -174,7 +187,7 @@ impl Tree {
         // are read again, for newcomers, every STOPPED_REREAD (and not once it has exited).
         if !kill {
             if let Some(last) = self.stopped_children.get_mut(&pid) {
-                if r.now < *last + STOPPED_REREAD {
+                if r.now < *last + STOPPED_REREAD && !self.reread_children {
                     return None;
                 }
                 *last = r.now;

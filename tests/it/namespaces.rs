@@ -98,10 +98,12 @@ fn host_pid_of(nonce: &str, ns_pid: i32) -> Option<i32> {
 /// Revalidate process identity before signalling and never target a reused PID.
 ///
 /// Deterministic: inside a private PID namespace, guardian (nobody, not PID 1) scans its tree
-/// and is paused (test hook) before signalling. Meanwhile the scanned descendant D exits and
-/// is reaped by its own parent, and `ns_last_pid` is steered so that an *unrelated* process U
-/// (same uid, so guardian would be permitted to signal it) gets D's pid. guardian resumes
-/// with D's stale entry: it must not signal U, then or later.
+/// and is paused (test hook) before signalling the descendants below its own children (those
+/// are pinned and signalled first: D's parent ignores the stop signal, so it lives on to reap
+/// D). Meanwhile the scanned descendant D exits and is reaped by its own parent, and
+/// `ns_last_pid` is steered so that an *unrelated* process U (same uid, so guardian would be
+/// permitted to signal it) gets D's pid. guardian resumes with D's stale entry: it must not
+/// signal U, then or later.
 #[test]
 fn reused_pid_is_never_signalled() {
     need_hooks!();
@@ -126,7 +128,7 @@ fn reused_pid_is_never_signalled() {
         .env("GUARDIAN_TEST_PAUSE_FILE", &pause)
         .args(["--grace", "5s"])
         .script(&format!(
-            r#"sh -c '{s} & echo $! > victim; wait $!; echo reaped > victim-reaped; exec {s}' {tag} &
+            r#"sh -c 'trap "" TERM; {s} & echo $! > victim; wait $!; echo reaped > victim-reaped; exec {s}' {tag} &
 until read _ < go 2>/dev/null; do :; done
 exit 0"#
         ))
