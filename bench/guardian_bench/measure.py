@@ -276,8 +276,13 @@ def m_teardown(ctx, rnd):
                     for sig in ("term", "ignore"):
                         for cg in ([False, True] if ctx.cgroup else [False]):
                             # the anchors do not tear down: what they do is the same every
-                            # round, so they run in the first round only
-                            ws = [w for w in ctx.wrappers if w.guardian or not (cg or load or rnd)]
+                            # round, so they run in the first round only; but the floor (the
+                            # harness killing what an anchor left) is taken in every round, by
+                            # one anchor, so guardian's median of rounds faces a median of
+                            # floors measured beside it, under the same load
+                            floor_taker = next((w for w in ctx.wrappers if not w.guardian), None)
+                            ws = [w for w in ctx.wrappers
+                                  if w.guardian or not (cg or load) and (rnd == 0 or w is floor_taker)]
                             for w in rotate(ws, rnd + n):
                                 recs.append(teardown_one(ctx, w, shape, n, sig, cg, load, rnd))
         finally:
