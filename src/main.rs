@@ -35,8 +35,6 @@ mod test_hooks;
 
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 
-use clap::Parser;
-
 use crate::events::{Event, Events};
 use crate::exit::Failure;
 use crate::supervise::{ParentWatch, Settings, Supervisor};
@@ -60,9 +58,17 @@ fn main() {
 }
 
 fn run() -> Result<i32, Failure> {
-    let cli = match cli::Cli::try_parse() {
-        Ok(cli) => cli,
-        Err(e) => return usage_error(e),
+    let cli = match cli::parse(std::env::args_os(), &|name| std::env::var_os(name)) {
+        Ok(cli::Parsed::Run(cli)) => cli,
+        Ok(cli::Parsed::Print(text)) => {
+            // Help and version go to stdout with status 0, as clap printed them (a closed
+            // stdout is not an error here either).
+            use std::io::Write;
+            let mut out = std::io::stdout().lock();
+            let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
+            return Ok(0);
+        }
+        Err(message) => return Err(Failure::guardian(format!("{message}; see 'guardian --help'"))),
     };
     log::set_level(cli::verbosity(&cli));
     if let Some(sub) = &cli.sub {
@@ -73,18 +79,6 @@ fn run() -> Result<i32, Failure> {
         };
     }
     setup_and_supervise(cli)
-}
-
-fn usage_error(e: clap::Error) -> Result<i32, Failure> {
-    use clap::error::ErrorKind;
-    if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
-        let _ = e.print();
-        return Ok(0);
-    }
-    let text = e.to_string();
-    let first = text.lines().next().unwrap_or("invalid command line");
-    let first = first.strip_prefix("error: ").unwrap_or(first);
-    Err(Failure::guardian(format!("{first}; see 'guardian --help'")))
 }
 
 /// What setup produced for the supervise loop.

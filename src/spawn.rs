@@ -130,23 +130,16 @@ pub(crate) fn clone3_into_leaf(
 /// `GUARDIAN_VERBOSE`). They configure this guardian only: left in the environment, a nested
 /// guardian (or any program of the tree that runs one) would take the outer one's settings,
 /// e.g. an events fd number that is not open for it.
-pub fn consumed_variables() -> Vec<String> {
-    use clap::CommandFactory;
-    let cmd = crate::cli::Cli::command();
-    let mut names: Vec<String> =
-        cmd.get_arguments().filter_map(|a| a.get_env()).map(|e| e.to_string_lossy().into_owned()).collect();
-    names.push("GUARDIAN_VERBOSE".into());
-    names.sort();
-    names.dedup();
-    names
+pub fn consumed_variables() -> &'static [&'static str] {
+    crate::cli::ENV_VARS
 }
 
 /// Removes the variables of [`consumed_variables`] from the environment the provider inherits.
 pub fn scrub_environment() -> Result<(), Failure> {
-    for name in consumed_variables() {
-        if std::env::var_os(&name).is_some() {
+    for &name in consumed_variables() {
+        if std::env::var_os(name).is_some() {
             crate::debug!("{name} is not passed on to the provider");
-            sys::unset_env(&name)
+            sys::unset_env(name)
                 .map_err(|e| Failure::guardian(format!("cannot remove {name} from the environment: {e}")))?;
         }
     }
@@ -215,7 +208,7 @@ mod tests {
         let names = super::consumed_variables();
         for name in ["GUARDIAN_EVENTS_FD", "GUARDIAN_GRACE", "GUARDIAN_CGROUP", "GUARDIAN_VERBOSE", "GUARDIAN_TIMEOUT"]
         {
-            assert!(names.iter().any(|n| n == name), "{name} missing from {names:?}");
+            assert!(names.contains(&name), "{name} missing from {names:?}");
         }
         assert!(names.iter().all(|n| n.starts_with("GUARDIAN_")), "{names:?}");
     }

@@ -314,6 +314,22 @@ pub fn unset_env(name: &str) -> io::Result<()> {
     Ok(())
 }
 
+/// Sets `name` to `value`, or removes it (`None`). Only for the unit test of the command line
+/// that compares guardian's parser with clap's, which reads the variables from the process
+/// environment: that test runs in a child test process of its own (`--exact`,
+/// `--test-threads=1`), where nothing else runs while it changes the environment.
+#[cfg(test)]
+pub fn set_env_in_test_child(name: &str, value: Option<&std::ffi::OsStr>) {
+    // SAFETY: called only by that child process's one test; libtest's other thread, if any,
+    // only waits for it, so nothing reads the environment concurrently.
+    unsafe {
+        match value {
+            Some(v) => std::env::set_var(name, v),
+            None => std::env::remove_var(name),
+        }
+    }
+}
+
 /// `prctl(PR_SET_PDEATHSIG, sig)`: the kernel sends `sig` to guardian when the thread that
 /// created it exits (0 turns it off). A libc call: rustix's takes only named signals, and
 /// guardian uses a real-time one.
