@@ -6,39 +6,50 @@ use std::os::fd::OwnedFd;
 
 use crate::sys;
 
-const NAMES: &[(&str, i32)] = &[
-    ("HUP", libc::SIGHUP),
-    ("INT", libc::SIGINT),
-    ("QUIT", libc::SIGQUIT),
-    ("ILL", libc::SIGILL),
-    ("TRAP", libc::SIGTRAP),
-    ("ABRT", libc::SIGABRT),
-    ("BUS", libc::SIGBUS),
-    ("FPE", libc::SIGFPE),
-    ("KILL", libc::SIGKILL),
-    ("USR1", libc::SIGUSR1),
-    ("SEGV", libc::SIGSEGV),
-    ("USR2", libc::SIGUSR2),
-    ("PIPE", libc::SIGPIPE),
-    ("ALRM", libc::SIGALRM),
-    ("TERM", libc::SIGTERM),
-    ("STKFLT", libc::SIGSTKFLT),
-    ("CHLD", libc::SIGCHLD),
-    ("CONT", libc::SIGCONT),
-    ("STOP", libc::SIGSTOP),
-    ("TSTP", libc::SIGTSTP),
-    ("TTIN", libc::SIGTTIN),
-    ("TTOU", libc::SIGTTOU),
-    ("URG", libc::SIGURG),
-    ("XCPU", libc::SIGXCPU),
-    ("XFSZ", libc::SIGXFSZ),
-    ("VTALRM", libc::SIGVTALRM),
-    ("PROF", libc::SIGPROF),
-    ("WINCH", libc::SIGWINCH),
-    ("IO", libc::SIGIO),
-    ("PWR", libc::SIGPWR),
-    ("SYS", libc::SIGSYS),
-];
+/// The name of a classic signal without its `SIG` prefix. A `match`, not a table of `&str`:
+/// such a table is one of pointers, which static-pie relocation writes in every process (a
+/// private page per resident guardian), while code is shared.
+fn short_name(sig: i32) -> Option<&'static str> {
+    Some(match sig {
+        libc::SIGHUP => "HUP",
+        libc::SIGINT => "INT",
+        libc::SIGQUIT => "QUIT",
+        libc::SIGILL => "ILL",
+        libc::SIGTRAP => "TRAP",
+        libc::SIGABRT => "ABRT",
+        libc::SIGBUS => "BUS",
+        libc::SIGFPE => "FPE",
+        libc::SIGKILL => "KILL",
+        libc::SIGUSR1 => "USR1",
+        libc::SIGSEGV => "SEGV",
+        libc::SIGUSR2 => "USR2",
+        libc::SIGPIPE => "PIPE",
+        libc::SIGALRM => "ALRM",
+        libc::SIGTERM => "TERM",
+        libc::SIGSTKFLT => "STKFLT",
+        libc::SIGCHLD => "CHLD",
+        libc::SIGCONT => "CONT",
+        libc::SIGSTOP => "STOP",
+        libc::SIGTSTP => "TSTP",
+        libc::SIGTTIN => "TTIN",
+        libc::SIGTTOU => "TTOU",
+        libc::SIGURG => "URG",
+        libc::SIGXCPU => "XCPU",
+        libc::SIGXFSZ => "XFSZ",
+        libc::SIGVTALRM => "VTALRM",
+        libc::SIGPROF => "PROF",
+        libc::SIGWINCH => "WINCH",
+        libc::SIGIO => "IO",
+        libc::SIGPWR => "PWR",
+        libc::SIGSYS => "SYS",
+        _ => return None,
+    })
+}
+
+/// The classic signals are 1 to 31.
+fn by_short_name(name: &str) -> Option<i32> {
+    (1..32).find(|&sig| short_name(sig) == Some(name))
+}
 
 /// Signals the Rust runtime catches before `main` (its stack-overflow handlers). guardian
 /// resets them to `SIG_DFL` before blocking anything, so that it runs no handler at all: once
@@ -58,7 +69,7 @@ pub fn sigrt_range() -> (i32, i32) {
 
 /// "SIGTERM", "SIGRTMIN+3", or "SIG42" for anything unnamed.
 pub fn name(sig: i32) -> String {
-    if let Some((n, _)) = NAMES.iter().find(|(_, s)| *s == sig) {
+    if let Some(n) = short_name(sig) {
         return format!("SIG{n}");
     }
     let (min, max) = sigrt_range();
@@ -86,8 +97,8 @@ pub fn parse(text: &str) -> Result<i32, String> {
     }
     let upper = t.to_ascii_uppercase();
     let bare = upper.strip_prefix("SIG").unwrap_or(&upper);
-    if let Some((_, s)) = NAMES.iter().find(|(n, _)| *n == bare) {
-        return Ok(*s);
+    if let Some(s) = by_short_name(bare) {
+        return Ok(s);
     }
     let (min, max) = sigrt_range();
     let rt = |base: i32, rest: &str| -> Option<i32> {

@@ -130,13 +130,13 @@ pub(crate) fn clone3_into_leaf(
 /// `GUARDIAN_VERBOSE`). They configure this guardian only: left in the environment, a nested
 /// guardian (or any program of the tree that runs one) would take the outer one's settings,
 /// e.g. an events fd number that is not open for it.
-pub fn consumed_variables() -> &'static [&'static str] {
-    crate::cli::ENV_VARS
+pub fn consumed_variables() -> impl Iterator<Item = &'static str> {
+    crate::cli::env_vars()
 }
 
 /// Removes the variables of [`consumed_variables`] from the environment the provider inherits.
 pub fn scrub_environment() -> Result<(), Failure> {
-    for &name in consumed_variables() {
+    for name in consumed_variables() {
         if std::env::var_os(name).is_some() {
             crate::debug!("{name} is not passed on to the provider");
             sys::unset_env(name)
@@ -205,7 +205,7 @@ pub fn fallback(events: &mut Events, what: &str, err: &io::Error, instead: &str)
 mod tests {
     #[test]
     fn consumed_variables_are_the_documented_ones() {
-        let names = super::consumed_variables();
+        let names: Vec<&str> = super::consumed_variables().collect();
         for name in ["GUARDIAN_EVENTS_FD", "GUARDIAN_GRACE", "GUARDIAN_CGROUP", "GUARDIAN_VERBOSE", "GUARDIAN_TIMEOUT"]
         {
             assert!(names.contains(&name), "{name} missing from {names:?}");

@@ -57,21 +57,16 @@ pub enum Sub {
 }
 
 /// Every variable guardian reads its settings from: each option's `env` in `spec.rs` (a unit
-/// test checks the list against it), and `GUARDIAN_VERBOSE`. Sorted.
-pub const ENV_VARS: &[&str] = &[
-    "GUARDIAN_CGROUP",
-    "GUARDIAN_CPU_MAX",
-    "GUARDIAN_EVENTS_FD",
-    "GUARDIAN_FORWARD_TO",
-    "GUARDIAN_GRACE",
-    "GUARDIAN_MEMORY_MAX",
-    "GUARDIAN_NO_PARENT_WATCH",
-    "GUARDIAN_PIDS_MAX",
-    "GUARDIAN_STOP_SIGNAL",
-    "GUARDIAN_TIMEOUT",
-    "GUARDIAN_VERBOSE",
-    "GUARDIAN_WAIT_DESCENDANTS",
-];
+/// test checks the list against it), and `GUARDIAN_VERBOSE`. Sorted, one string (a table of
+/// `&str` would be relocated at every start, see parse.rs).
+const ENV_VARS: &str = "GUARDIAN_CGROUP GUARDIAN_CPU_MAX GUARDIAN_EVENTS_FD GUARDIAN_FORWARD_TO GUARDIAN_GRACE \
+GUARDIAN_MEMORY_MAX GUARDIAN_NO_PARENT_WATCH GUARDIAN_PIDS_MAX GUARDIAN_STOP_SIGNAL GUARDIAN_TIMEOUT GUARDIAN_VERBOSE \
+GUARDIAN_WAIT_DESCENDANTS";
+
+/// The variables of [`ENV_VARS`].
+pub fn env_vars() -> impl Iterator<Item = &'static str> {
+    ENV_VARS.split(' ')
+}
 
 /// The help texts, clap's renderings of `spec.rs` written by `xtask man` (`make man`); the
 /// unit tests fail when they are stale. `-h` prints the short one, `--help` the long one (the

@@ -53,59 +53,116 @@ enum Id {
     Quiet,
     Help,
     Version,
+    SweepCgroup,
     Leaf,
     Json,
+    DoctorCgroup,
 }
 
+// The names are `match`es, not fields of the tables below: a table of `&str` is a table of
+// pointers, which static-pie relocation writes at every start (one more private page in
+// every resident guardian); code is shared.
+impl Id {
+    fn long(self) -> &'static str {
+        match self {
+            Id::Grace => "grace",
+            Id::StopSignal => "stop-signal",
+            Id::ForwardTo => "forward-to",
+            Id::EventsFd => "events-fd",
+            Id::Timeout => "timeout",
+            Id::WaitDescendants => "wait-descendants",
+            Id::NoParentWatch => "no-parent-watch",
+            Id::Cgroup | Id::SweepCgroup | Id::DoctorCgroup => "cgroup",
+            Id::MemoryMax => "memory-max",
+            Id::PidsMax => "pids-max",
+            Id::CpuMax => "cpu-max",
+            Id::Verbose => "verbose",
+            Id::Quiet => "quiet",
+            Id::Help => "help",
+            Id::Version => "version",
+            Id::Leaf => "leaf",
+            Id::Json => "json",
+        }
+    }
+
+    /// The value's name for options that take one (`--grace <DURATION>`).
+    fn value(self) -> Option<&'static str> {
+        Some(match self {
+            Id::Grace | Id::Timeout => "DURATION",
+            Id::StopSignal => "SIG",
+            Id::ForwardTo => "TARGET",
+            Id::EventsFd | Id::PidsMax => "N",
+            Id::Cgroup | Id::DoctorCgroup => "auto|PATH",
+            Id::SweepCgroup => "PATH",
+            Id::MemoryMax => "SIZE",
+            Id::CpuMax => "CPUS",
+            Id::Leaf => "LEAF",
+            Id::WaitDescendants | Id::NoParentWatch | Id::Verbose | Id::Quiet | Id::Help | Id::Version | Id::Json => {
+                return None;
+            }
+        })
+    }
+
+    fn env(self) -> Option<&'static str> {
+        Some(match self {
+            Id::Grace => "GUARDIAN_GRACE",
+            Id::StopSignal => "GUARDIAN_STOP_SIGNAL",
+            Id::ForwardTo => "GUARDIAN_FORWARD_TO",
+            Id::EventsFd => "GUARDIAN_EVENTS_FD",
+            Id::Timeout => "GUARDIAN_TIMEOUT",
+            Id::WaitDescendants => "GUARDIAN_WAIT_DESCENDANTS",
+            Id::NoParentWatch => "GUARDIAN_NO_PARENT_WATCH",
+            Id::Cgroup | Id::SweepCgroup => "GUARDIAN_CGROUP",
+            Id::MemoryMax => "GUARDIAN_MEMORY_MAX",
+            Id::PidsMax => "GUARDIAN_PIDS_MAX",
+            Id::CpuMax => "GUARDIAN_CPU_MAX",
+            _ => return None,
+        })
+    }
+}
+
+/// An option of a command: its id and short form (the rest is `Id`'s).
 struct Opt {
     id: Id,
-    long: &'static str,
     short: Option<char>,
-    /// The value's name for options that take one (`--grace <DURATION>`).
-    value: Option<&'static str>,
-    env: Option<&'static str>,
 }
 
-const fn opt(
-    id: Id,
-    long: &'static str,
-    short: Option<char>,
-    value: Option<&'static str>,
-    env: Option<&'static str>,
-) -> Opt {
-    Opt { id, long, short, value, env }
+impl Opt {
+    fn long(&self) -> &'static str {
+        self.id.long()
+    }
+
+    fn value(&self) -> Option<&'static str> {
+        self.id.value()
+    }
+}
+
+const fn opt(id: Id, short: Option<char>) -> Opt {
+    Opt { id, short }
 }
 
 /// guardian's own options, in `spec.rs`'s order (the order clap reads their variables in).
 const MAIN: &[Opt] = &[
-    opt(Id::Grace, "grace", Some('g'), Some("DURATION"), Some("GUARDIAN_GRACE")),
-    opt(Id::StopSignal, "stop-signal", Some('s'), Some("SIG"), Some("GUARDIAN_STOP_SIGNAL")),
-    opt(Id::ForwardTo, "forward-to", None, Some("TARGET"), Some("GUARDIAN_FORWARD_TO")),
-    opt(Id::EventsFd, "events-fd", None, Some("N"), Some("GUARDIAN_EVENTS_FD")),
-    opt(Id::Timeout, "timeout", Some('t'), Some("DURATION"), Some("GUARDIAN_TIMEOUT")),
-    opt(Id::WaitDescendants, "wait-descendants", Some('w'), None, Some("GUARDIAN_WAIT_DESCENDANTS")),
-    opt(Id::NoParentWatch, "no-parent-watch", None, None, Some("GUARDIAN_NO_PARENT_WATCH")),
-    opt(Id::Cgroup, "cgroup", None, Some("auto|PATH"), Some("GUARDIAN_CGROUP")),
-    opt(Id::MemoryMax, "memory-max", None, Some("SIZE"), Some("GUARDIAN_MEMORY_MAX")),
-    opt(Id::PidsMax, "pids-max", None, Some("N"), Some("GUARDIAN_PIDS_MAX")),
-    opt(Id::CpuMax, "cpu-max", None, Some("CPUS"), Some("GUARDIAN_CPU_MAX")),
-    opt(Id::Verbose, "verbose", Some('v'), None, None),
-    opt(Id::Quiet, "quiet", Some('q'), None, None),
-    opt(Id::Help, "help", Some('h'), None, None),
-    opt(Id::Version, "version", Some('V'), None, None),
+    opt(Id::Grace, Some('g')),
+    opt(Id::StopSignal, Some('s')),
+    opt(Id::ForwardTo, None),
+    opt(Id::EventsFd, None),
+    opt(Id::Timeout, Some('t')),
+    opt(Id::WaitDescendants, Some('w')),
+    opt(Id::NoParentWatch, None),
+    opt(Id::Cgroup, None),
+    opt(Id::MemoryMax, None),
+    opt(Id::PidsMax, None),
+    opt(Id::CpuMax, None),
+    opt(Id::Verbose, Some('v')),
+    opt(Id::Quiet, Some('q')),
+    opt(Id::Help, Some('h')),
+    opt(Id::Version, Some('V')),
 ];
 
-const SWEEP: &[Opt] = &[
-    opt(Id::Cgroup, "cgroup", None, Some("PATH"), Some("GUARDIAN_CGROUP")),
-    opt(Id::Leaf, "leaf", None, Some("LEAF"), None),
-    opt(Id::Help, "help", Some('h'), None, None),
-];
+const SWEEP: &[Opt] = &[opt(Id::SweepCgroup, None), opt(Id::Leaf, None), opt(Id::Help, Some('h'))];
 
-const DOCTOR: &[Opt] = &[
-    opt(Id::Json, "json", None, None, None),
-    opt(Id::Cgroup, "cgroup", None, Some("auto|PATH"), None),
-    opt(Id::Help, "help", Some('h'), None, None),
-];
+const DOCTOR: &[Opt] = &[opt(Id::Json, None), opt(Id::DoctorCgroup, None), opt(Id::Help, Some('h'))];
 
 /// Where a value came from (for the messages, and because an option's variable is read only
 /// when the command line did not give it).
@@ -170,42 +227,36 @@ impl Scan<'_> {
                 return Ok(Stop::Escape);
             }
             if let Some(rest) = bytes.strip_prefix(b"--") {
-                let (name, attached) = match rest.iter().position(|&b| b == b'=') {
-                    Some(i) => (&rest[..i], Some(OsStr::from_bytes(&rest[i + 1..]))),
-                    None => (rest, None),
-                };
-                let Some(i) = self.table.iter().position(|o| o.long.as_bytes() == name) else {
+                let mut parts = rest.splitn(2, |&b| b == b'=');
+                let name = parts.next().unwrap_or_default();
+                let attached = parts.next().map(OsStr::from_bytes);
+                let Some((i, o)) = self.table.iter().enumerate().find(|(_, o)| o.long().as_bytes() == name) else {
                     return Err(self.unexpected(&arg));
                 };
-                let o = &self.table[i];
-                if o.value.is_none()
+                if o.value().is_none()
                     && let Some(v) = attached
                 {
-                    return Err(format!("'--{}' takes no value, but was given '{}'", o.long, v.to_string_lossy()));
+                    return Err(format!("'--{}' takes no value, but was given '{}'", o.long(), v.to_string_lossy()));
                 }
-                let value = match (o.value, attached) {
+                let value = match (o.value(), attached) {
                     (Some(_), None) => Some(take_value(o, args)?),
                     (_, v) => v.map(OsStr::to_os_string),
                 };
-                if let Some(stop) = self.met(i, value.as_deref(), Source::Long, apply)? {
+                if let Some(stop) = self.met((i, o), value.as_deref(), Source::Long, apply)? {
                     return Ok(stop);
                 }
             } else if let Some(flags) = bytes.strip_prefix(b"-").filter(|f| !f.is_empty()) {
                 // A bundle of short options: flags, then at most one option that takes the
                 // rest of the argument (or the next one) as its value.
-                let valid = match std::str::from_utf8(flags) {
-                    Ok(s) => s,
-                    Err(e) => std::str::from_utf8(&flags[..e.valid_up_to()]).unwrap_or_default(),
-                };
+                let valid = flags.utf8_chunks().next().map_or("", |chunk| chunk.valid());
                 let mut done = false;
                 for (at, c) in valid.char_indices() {
-                    let Some(i) = self.table.iter().position(|o| o.short == Some(c)) else {
+                    let Some((i, o)) = self.table.iter().enumerate().find(|(_, o)| o.short == Some(c)) else {
                         return Err(self.unexpected(OsStr::new(&format!("-{c}"))));
                     };
-                    let o = &self.table[i];
-                    let value = if o.value.is_some() {
+                    let value = if o.value().is_some() {
                         done = true;
-                        let rest = &flags[at + c.len_utf8()..];
+                        let rest = flags.get(at + c.len_utf8()..).unwrap_or_default();
                         match rest {
                             [] => Some(take_value(o, args)?),
                             v => Some(OsStr::from_bytes(v.strip_prefix(b"=").unwrap_or(v)).to_os_string()),
@@ -213,7 +264,7 @@ impl Scan<'_> {
                     } else {
                         None
                     };
-                    if let Some(stop) = self.met(i, value.as_deref(), Source::Short, apply)? {
+                    if let Some(stop) = self.met((i, o), value.as_deref(), Source::Short, apply)? {
                         return Ok(stop);
                     }
                     if done {
@@ -221,7 +272,8 @@ impl Scan<'_> {
                     }
                 }
                 if !done && valid.len() < flags.len() {
-                    let bad = format!("-{}", OsStr::from_bytes(&flags[valid.len()..]).to_string_lossy());
+                    let invalid = flags.get(valid.len()..).unwrap_or_default();
+                    let bad = format!("-{}", OsStr::from_bytes(invalid).to_string_lossy());
                     return Err(self.unexpected(OsStr::new(&bad)));
                 }
             } else {
@@ -234,12 +286,11 @@ impl Scan<'_> {
     /// One option met on the command line.
     fn met(
         &mut self,
-        i: usize,
+        (i, o): (usize, &Opt),
         value: Option<&OsStr>,
         source: Source,
         apply: &mut Apply<'_>,
     ) -> Result<Option<Stop>, String> {
-        let o = &self.table[i];
         self.any = true;
         match o.id {
             Id::Help => return Ok(Some(Stop::Print(if source == Source::Short { self.help.0 } else { self.help.1 }))),
@@ -258,7 +309,7 @@ impl Scan<'_> {
     /// The variables of the options the command line did not give, in the table's order.
     fn env(&mut self, env: &dyn Fn(&str) -> Option<OsString>, apply: &mut Apply<'_>) -> Result<(), String> {
         for (i, o) in self.table.iter().enumerate() {
-            let Some(name) = o.env else { continue };
+            let Some(name) = o.id.env() else { continue };
             if self.given & (1 << i) != 0 {
                 continue;
             }
@@ -279,16 +330,16 @@ fn take_value(o: &Opt, args: &mut impl Iterator<Item = OsString>) -> Result<OsSt
         _ => Err(format!(
             "a value is required for '{}' but none was supplied (a value that starts with '-' must be attached: --{}=VALUE)",
             display(o),
-            o.long
+            o.long()
         )),
     }
 }
 
 /// `--grace <DURATION>`, `--quiet`.
 fn display(o: &Opt) -> String {
-    match o.value {
-        Some(v) => format!("--{} <{v}>", o.long),
-        None => format!("--{}", o.long),
+    match o.value() {
+        Some(v) => format!("--{} <{v}>", o.long()),
+        None => format!("--{}", o.long()),
     }
 }
 
@@ -380,7 +431,7 @@ pub fn parse(
             Id::CpuMax => cli.cpu_max = Some(checked(o, source, value, parse_cpu)?),
             Id::Verbose => cli.verbose = cli.verbose.saturating_add(1),
             Id::Quiet => cli.quiet = true,
-            Id::Help | Id::Version | Id::Leaf | Id::Json => {}
+            Id::Help | Id::Version | Id::SweepCgroup | Id::Leaf | Id::Json | Id::DoctorCgroup => {}
         }
         Ok(())
     };
@@ -425,7 +476,7 @@ fn subcommand(
     let (mut cgroup, mut leaf, mut json, mut cgroup_from) = (None, None, false, None);
     let mut apply = |o: &Opt, v: Option<&OsStr>, source: Source| -> Result<(), String> {
         match o.id {
-            Id::Cgroup => {
+            Id::SweepCgroup | Id::DoctorCgroup => {
                 cgroup = os(v);
                 cgroup_from = Some(source);
             }
@@ -475,15 +526,18 @@ fn with_env_values(text: &'static str, env: &dyn Fn(&str) -> Option<OsString>) -
     let mut out = String::new();
     let mut rest = text;
     let mut changed = false;
-    while let Some(i) = rest.find(OPEN) {
-        let after = &rest[i + OPEN.len()..];
-        let Some(eq) = after.find("=]") else { break };
-        out.push_str(&rest[..i + OPEN.len() + eq + 1]);
-        if let Some(value) = env(&after[..eq]) {
+    while let Some((before, after)) = rest.split_once(OPEN) {
+        let Some((name, tail)) = after.split_once("=]") else { break };
+        out.push_str(before);
+        out.push_str(OPEN);
+        out.push_str(name);
+        out.push('=');
+        if let Some(value) = env(name) {
             out.push_str(&value.to_string_lossy());
             changed = true;
         }
-        rest = &after[eq + 1..];
+        out.push(']');
+        rest = tail;
     }
     if !changed {
         return Cow::Borrowed(text);
