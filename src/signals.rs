@@ -51,16 +51,16 @@ fn by_short_name(name: &str) -> Option<i32> {
     (1..32).find(|&sig| short_name(sig) == Some(name))
 }
 
-/// Signals the Rust runtime catches before `main` (its stack-overflow handlers). guardian
-/// resets them to `SIG_DFL` before blocking anything, so that it runs no handler at all: once
-/// blocked, a SIGSEGV/SIGBUS another process sends waits in the signalfd and a real fault is
-/// forced through with the default action (see [`handled`]), so the handler could only run
-/// where the mask is not yet or no longer set (before this step, where it swallowed a
-/// `kill -SEGV` by resetting itself and returning, and in the child between restoring the
-/// caller's mask and exec). The cost: a stack overflow in guardian ends it with a plain
-/// SIGSEGV, without the runtime's "has overflowed its stack" line (blocking alone loses it too).
-const RUNTIME_HANDLED: [i32; 2] = [libc::SIGSEGV, libc::SIGBUS];
-
+/// guardian runs no signal handler at all: a handler found at start-up is reset to `SIG_DFL`
+/// before anything is blocked. The shipped binary installs none (its entry point,
+/// `sys/start.rs`, leaves out the Rust runtime's SIGSEGV/SIGBUS stack-overflow handlers, and
+/// exec resets a caller's handlers); builds with the runtime's start-up (the unit tests) have
+/// those two. Once blocked, a SIGSEGV/SIGBUS another process sends waits in the signalfd and
+/// a real fault is forced through with the default action (see [`handled`]), so a handler
+/// could only run where the mask is not yet or no longer set (before this step, where the
+/// runtime's swallowed a `kill -SEGV` by resetting itself and returning, and in the child
+/// between restoring the caller's mask and exec). The cost: a stack overflow in guardian ends
+/// it with a plain SIGSEGV, without the runtime's "has overflowed its stack" line.
 /// `SIGRTMIN` and `SIGRTMAX` of the C library guardian runs on (glibc reserves 32 and 33,
 /// musl 32 to 34).
 pub fn sigrt_range() -> (i32, i32) {
@@ -189,10 +189,13 @@ pub struct Setup {
     pub original_mask: sys::SigSet,
     /// SIGCHLD was ignored when guardian started; the provider gets that back.
     pub sigchld_ignored: bool,
+    /// The stop signal was ignored when guardian started (it is now at its default action).
+    pub stop_signal_ignored: bool,
 }
 
-/// Start-up's signal step: the runtime's handlers reset, SIGCHLD made reapable, every
-/// [`handled`] signal blocked and a signalfd opened for them. Before the provider exists.
+/// Start-up's signal step: one query of every signal's disposition, handlers reset, SIGCHLD
+/// made reapable, every [`handled`] signal blocked and a signalfd opened for them. Before the
+/// provider exists.
 ///
 /// SIGTERM and the stop signal are stop requests, so they are handled even when the caller
 /// ignored them (a background job of a non-interactive shell starts with SIGINT and SIGQUIT
@@ -201,26 +204,34 @@ pub struct Setup {
 /// ignored, because the provider inherits the disposition and must be able to hear it; an
 /// ignored SIGTERM that is not the stop signal stays ignored for the provider.
 pub fn setup(stop_signal: i32) -> Result<Setup, String> {
-    if sys::is_ignored(stop_signal) {
+    // One rt_sigaction per signal (62 of them) is the whole cost of knowing the ignored set;
+    // each is asked once.
+    let mut ignored = sys::SigSet::empty();
+    let (_, max) = sigrt_range();
+    for sig in (1..=max).filter(|&sig| !is_uncatchable(sig)) {
+        match sys::disposition(sig) {
+            Ok(sys::Disposition::Ignore) => ignored.add(sig),
+            Ok(sys::Disposition::Handler) => sys::set_default_disposition(sig)
+                .map_err(|e| format!("sigaction({}, SIG_DFL) failed: {e}", name(sig)))?,
+            Ok(sys::Disposition::Default) | Err(_) => {}
+        }
+    }
+    let stop_signal_ignored = ignored.contains(stop_signal);
+    if stop_signal_ignored {
         sys::set_default_disposition(stop_signal)
             .map_err(|e| format!("sigaction({}, SIG_DFL) failed: {e}", name(stop_signal)))?;
     }
-    for sig in RUNTIME_HANDLED {
-        if sys::has_handler(sig) {
-            sys::set_default_disposition(sig).map_err(|e| format!("sigaction({}, SIG_DFL) failed: {e}", name(sig)))?;
-        }
-    }
-    let sigchld_ignored = sys::is_ignored(libc::SIGCHLD);
+    let sigchld_ignored = ignored.contains(libc::SIGCHLD);
     if sigchld_ignored {
         sys::set_default_disposition(libc::SIGCHLD).map_err(|e| format!("sigaction(SIGCHLD, SIG_DFL) failed: {e}"))?;
     }
-    let handled = handled(&|sig| sig != libc::SIGTERM && sig != stop_signal && sys::is_ignored(sig));
+    let handled = handled(&|sig| sig != libc::SIGTERM && sig != stop_signal && ignored.contains(sig));
     let original_mask =
         sys::set_sigmask(libc::SIG_BLOCK, &handled).map_err(|e| format!("sigprocmask(SIG_BLOCK) failed: {e}"))?;
     let sigfd = sys::signalfd(&handled).map_err(|e| {
         format!("signalfd() failed: {e}; guardian needs signalfd (Linux 2.6.22) to supervise without races")
     })?;
-    Ok(Setup { sigfd, original_mask, sigchld_ignored })
+    Ok(Setup { sigfd, original_mask, sigchld_ignored, stop_signal_ignored })
 }
 
 #[cfg(test)]

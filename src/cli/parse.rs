@@ -177,13 +177,13 @@ enum Source {
 type Apply<'a> = dyn FnMut(&Opt, Option<&OsStr>, Source) -> Result<(), String> + 'a;
 
 /// How a command's option scan ended.
-enum Stop {
+enum Stop<A> {
     /// No arguments left.
     End,
     /// `--`: every argument after it is a positional.
     Escape,
     /// The first positional argument.
-    Positional(OsString),
+    Positional(A),
     /// `-h`, `--help`, `-V`, `--version`.
     Print(&'static str),
 }
@@ -220,9 +220,13 @@ impl Scan<'_> {
     }
 
     /// Reads options until a positional, `--`, or the end; `apply` stores each one's value.
-    fn options(&mut self, args: &mut impl Iterator<Item = OsString>, apply: &mut Apply<'_>) -> Result<Stop, String> {
+    fn options<A: AsRef<OsStr>>(
+        &mut self,
+        args: &mut impl Iterator<Item = A>,
+        apply: &mut Apply<'_>,
+    ) -> Result<Stop<A>, String> {
         while let Some(arg) = args.next() {
-            let bytes = arg.as_bytes();
+            let bytes = arg.as_ref().as_bytes();
             if bytes == b"--" {
                 return Ok(Stop::Escape);
             }
@@ -231,19 +235,20 @@ impl Scan<'_> {
                 let name = parts.next().unwrap_or_default();
                 let attached = parts.next().map(OsStr::from_bytes);
                 let Some((i, o)) = self.table.iter().enumerate().find(|(_, o)| o.long().as_bytes() == name) else {
-                    return Err(self.unexpected(&arg));
+                    return Err(self.unexpected(arg.as_ref()));
                 };
                 if o.value().is_none()
                     && let Some(v) = attached
                 {
                     return Err(format!("'--{}' takes no value, but was given '{}'", o.long(), v.to_string_lossy()));
                 }
-                let value = match (o.value(), attached) {
+                let taken = match (o.value(), attached) {
                     (Some(_), None) => Some(take_value(o, args)?),
-                    (_, v) => v.map(OsStr::to_os_string),
+                    _ => None,
                 };
-                if let Some(stop) = self.met((i, o), value.as_deref(), Source::Long, apply)? {
-                    return Ok(stop);
+                let value = taken.as_ref().map(AsRef::as_ref).or(attached);
+                if let Some(text) = self.met((i, o), value, Source::Long, apply)? {
+                    return Ok(Stop::Print(text));
                 }
             } else if let Some(flags) = bytes.strip_prefix(b"-").filter(|f| !f.is_empty()) {
                 // A bundle of short options: flags, then at most one option that takes the
@@ -254,18 +259,22 @@ impl Scan<'_> {
                     let Some((i, o)) = self.table.iter().enumerate().find(|(_, o)| o.short == Some(c)) else {
                         return Err(self.unexpected(OsStr::new(&format!("-{c}"))));
                     };
+                    let mut taken = None;
                     let value = if o.value().is_some() {
                         done = true;
                         let rest = flags.get(at + c.len_utf8()..).unwrap_or_default();
-                        match rest {
-                            [] => Some(take_value(o, args)?),
-                            v => Some(OsStr::from_bytes(v.strip_prefix(b"=").unwrap_or(v)).to_os_string()),
+                        if rest.is_empty() {
+                            taken = Some(take_value(o, args)?);
                         }
+                        Some(match &taken {
+                            Some(t) => t.as_ref(),
+                            None => OsStr::from_bytes(rest.strip_prefix(b"=").unwrap_or(rest)),
+                        })
                     } else {
                         None
                     };
-                    if let Some(stop) = self.met((i, o), value.as_deref(), Source::Short, apply)? {
-                        return Ok(stop);
+                    if let Some(text) = self.met((i, o), value, Source::Short, apply)? {
+                        return Ok(Stop::Print(text));
                     }
                     if done {
                         break;
@@ -283,18 +292,18 @@ impl Scan<'_> {
         Ok(Stop::End)
     }
 
-    /// One option met on the command line.
+    /// One option met on the command line; `Some` is a text to print (help, version).
     fn met(
         &mut self,
         (i, o): (usize, &Opt),
         value: Option<&OsStr>,
         source: Source,
         apply: &mut Apply<'_>,
-    ) -> Result<Option<Stop>, String> {
+    ) -> Result<Option<&'static str>, String> {
         self.any = true;
         match o.id {
-            Id::Help => return Ok(Some(Stop::Print(if source == Source::Short { self.help.0 } else { self.help.1 }))),
-            Id::Version => return Ok(Some(Stop::Print(VERSION))),
+            Id::Help => return Ok(Some(if source == Source::Short { self.help.0 } else { self.help.1 })),
+            Id::Version => return Ok(Some(VERSION)),
             Id::Verbose => {}
             _ if self.given & (1 << i) != 0 => {
                 return Err(format!("the argument '{}' cannot be used multiple times", display(o)));
@@ -324,9 +333,9 @@ impl Scan<'_> {
 
 /// The value of an option given without one attached: the next argument, unless it looks like
 /// an option itself (`-x`, `--x`, `--`), as clap has it.
-fn take_value(o: &Opt, args: &mut impl Iterator<Item = OsString>) -> Result<OsString, String> {
+fn take_value<A: AsRef<OsStr>>(o: &Opt, args: &mut impl Iterator<Item = A>) -> Result<A, String> {
     match args.next() {
-        Some(v) if !(v.as_bytes().starts_with(b"-") && v.len() > 1) => Ok(v),
+        Some(v) if !(v.as_ref().as_bytes().starts_with(b"-") && v.as_ref().len() > 1) => Ok(v),
         _ => Err(format!(
             "a value is required for '{}' but none was supplied (a value that starts with '-' must be attached: --{}=VALUE)",
             display(o),
@@ -383,7 +392,7 @@ fn os(value: Option<&OsStr>) -> Option<OsString> {
 /// Parses guardian's arguments (`argv[0]` first, skipped) with `env` for the `GUARDIAN_*`
 /// variables. The error is one line naming the problem and the fix.
 pub fn parse(
-    argv: impl IntoIterator<Item = OsString>,
+    argv: impl IntoIterator<Item = impl AsRef<OsStr>>,
     env: &dyn Fn(&str) -> Option<OsString>,
 ) -> Result<Parsed, String> {
     let mut args = argv.into_iter().skip(1);
@@ -441,15 +450,15 @@ pub fn parse(
     match scan.options(&mut args, &mut apply)? {
         Stop::Print(text) => return Ok(Parsed::Print(with_env_values(text, env))),
         Stop::End => {}
-        Stop::Escape => command.extend(args),
-        Stop::Positional(first) => match first.to_str() {
+        Stop::Escape => command.extend(args.map(|a| a.as_ref().to_os_string())),
+        Stop::Positional(first) => match first.as_ref().to_str() {
             Some(name @ ("sweep" | "doctor")) if !scan.any => match subcommand(name, &mut args, env)? {
                 Ok(s) => sub = Some(s),
                 Err(text) => return Ok(Parsed::Print(with_env_values(text, env))),
             },
             _ => {
-                command.push(first);
-                command.extend(args);
+                command.push(first.as_ref().to_os_string());
+                command.extend(args.map(|a| a.as_ref().to_os_string()));
             }
         },
     }
@@ -470,7 +479,7 @@ pub fn parse(
 /// `sweep` or `doctor` and their options; `Err` is a help text to print.
 fn subcommand(
     name: &str,
-    args: &mut impl Iterator<Item = OsString>,
+    args: &mut impl Iterator<Item = impl AsRef<OsStr>>,
     env: &dyn Fn(&str) -> Option<OsString>,
 ) -> Result<Result<Sub, &'static str>, String> {
     let (mut cgroup, mut leaf, mut json, mut cgroup_from) = (None, None, false, None);
@@ -501,7 +510,7 @@ fn subcommand(
     if let Some(extra) = extra {
         return Err(format!(
             "unexpected argument '{}' found: 'guardian {name}' takes no COMMAND (to run a program named {name}, use 'guardian -- {name} ...')",
-            extra.to_string_lossy()
+            extra.as_ref().to_string_lossy()
         ));
     }
     scan.env(env, &mut apply)?;

@@ -36,8 +36,8 @@ pub use pidfd::{PIDFD_SIGNAL_PROCESS_GROUP, kill, pidfd_get_pid, pidfd_open, pid
 pub use process::set_env_in_test_child;
 pub use process::{CLONE_NEWCGROUP, Child, ExecPlan, Start, set_pdeathsig, spawn_child, spawn_parked_child, unset_env};
 pub use signal::{
-    SigInfo, SigSet, has_handler, is_ignored, read_signalfd, set_default_disposition, set_sigmask, signalfd,
-    stop_own_group,
+    Disposition, SigInfo, SigSet, disposition, is_ignored, read_signalfd, set_default_disposition, set_sigmask,
+    signalfd, stop_own_group,
 };
 pub use terminal::{
     getpgrp, is_controlling_terminal, isatty, open_controlling_terminal, setpgid, tcgetpgrp, tcsetpgrp,
