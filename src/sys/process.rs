@@ -139,8 +139,25 @@ unsafe fn start(how: Start<'_>) -> io::Result<Forked> {
 /// Counted in `/proc/self/task`; where that cannot be read (no /proc for guardian's PID
 /// namespace) the construction alone has to hold.
 fn single_threaded() -> io::Result<()> {
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return Ok(()) };
-    match tasks.count() {
+    use rustix::fs::{Mode, OFlags, RawDir};
+    let Ok(dir) =
+        rustix::fs::open("/proc/self/task", OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
+    else {
+        return Ok(());
+    };
+    // Read into a buffer on the stack (std's read_dir takes an 8 kB heap buffer: an mmap and
+    // a munmap).
+    let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 512];
+    let mut entries = RawDir::new(&dir, &mut buf);
+    let mut n = 0;
+    while let Some(entry) = entries.next() {
+        match entry {
+            Ok(e) if matches!(e.file_name().to_bytes(), b"." | b"..") => {}
+            Ok(_) => n += 1,
+            Err(_) => return Ok(()),
+        }
+    }
+    match n {
         0 | 1 => Ok(()),
         n => Err(io::Error::other(format!(
             "guardian has {n} threads and forks only while it has one (a forked child could inherit a lock held by another thread)"
