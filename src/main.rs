@@ -68,7 +68,10 @@ fn run_main(args: impl Iterator<Item = &'static OsStr>) -> ! {
 }
 
 fn run(args: impl Iterator<Item = &'static OsStr>) -> Result<i32, Failure> {
-    let cli = match cli::parse(args, &|name| std::env::var_os(name)) {
+    // The GUARDIAN_* variables, in one pass over the environment (see sys::vars_with_prefix).
+    let vars = sys::vars_with_prefix(b"GUARDIAN_");
+    let env = |name: &str| vars.iter().find(|(n, _)| n == name).map(|(_, v)| v.clone());
+    let cli = match cli::parse(args, &env) {
         Ok(cli::Parsed::Run(cli)) => cli,
         Ok(cli::Parsed::Print(text)) => {
             // Help and version go to stdout with status 0, as clap printed them (a closed
@@ -80,7 +83,7 @@ fn run(args: impl Iterator<Item = &'static OsStr>) -> Result<i32, Failure> {
         }
         Err(message) => return Err(Failure::guardian(format!("{message}; see 'guardian --help'"))),
     };
-    log::set_level(cli::verbosity(&cli));
+    log::set_level(cli::verbosity(&cli, &env));
     if let Some(sub) = &cli.sub {
         return match sub {
             cli::Sub::Sweep { cgroup, leaf } => cgroup::sweep(cgroup.as_deref(), leaf.as_deref()),

@@ -136,12 +136,13 @@ pub fn consumed_variables() -> impl Iterator<Item = &'static str> {
 
 /// Removes the variables of [`consumed_variables`] from the environment the provider inherits.
 pub fn scrub_environment() -> Result<(), Failure> {
-    for name in consumed_variables() {
-        if std::env::var_os(name).is_some() {
-            crate::debug!("{name} is not passed on to the provider");
-            sys::unset_env(name)
-                .map_err(|e| Failure::guardian(format!("cannot remove {name} from the environment: {e}")))?;
-        }
+    // One pass over the environment (sys::vars_with_prefix), not a getenv per name; a name
+    // the environment holds twice is removed once (unsetenv removes every copy).
+    let present = sys::vars_with_prefix(b"GUARDIAN_");
+    for name in consumed_variables().filter(|name| present.iter().any(|(n, _)| n == name)) {
+        crate::debug!("{name} is not passed on to the provider");
+        sys::unset_env(name)
+            .map_err(|e| Failure::guardian(format!("cannot remove {name} from the environment: {e}")))?;
     }
     Ok(())
 }

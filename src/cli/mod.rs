@@ -83,10 +83,11 @@ pub mod help {
 pub const VERSION: &str = concat!("guardian ", env!("CARGO_PKG_VERSION"), "\n");
 
 /// Log verbosity: 0 quiet (fatal only), 1 warnings (default), 2 info (-v), 3 debug (-vv).
-pub fn verbosity(cli: &Cli) -> u8 {
+/// `env` looks up `GUARDIAN_VERBOSE` (0 to 3).
+pub fn verbosity(cli: &Cli, env: &dyn Fn(&str) -> Option<OsString>) -> u8 {
     if cli.quiet {
         return 0;
     }
-    let from_env = std::env::var("GUARDIAN_VERBOSE").ok().and_then(|v| v.parse::<u8>().ok()).unwrap_or(0);
+    let from_env = env("GUARDIAN_VERBOSE").and_then(|v| v.to_str()?.parse::<u8>().ok()).unwrap_or(0);
     1 + cli.verbose.max(from_env).min(3)
 }
