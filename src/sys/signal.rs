@@ -100,8 +100,8 @@ pub fn is_ignored(sig: i32) -> bool {
 }
 
 /// Sets `sig`'s disposition to `SIG_DFL`: for SIGCHLD, which must not be ignored by a reaper
-/// (or the kernel reaps children behind guardian's back), and for the Rust runtime's
-/// SIGSEGV/SIGBUS stack-overflow handlers (see `signals::RUNTIME_HANDLED`).
+/// (or the kernel reaps children behind guardian's back), for an ignored stop signal, and for
+/// any handler found at start-up (see `signals::setup`).
 pub fn set_default_disposition(sig: i32) -> io::Result<()> {
     let act = KernelSigaction { handler: libc::SIG_DFL, flags: 0, restorer: 0, mask: 0 };
     // SAFETY: installs SIG_DFL with an empty mask from a live struct of the kernel's layout;
