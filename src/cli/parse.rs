@@ -201,12 +201,8 @@ struct Scan<'t> {
 }
 
 impl Scan<'_> {
-    fn index(&self, id: Id) -> usize {
-        self.table.iter().position(|o| o.id == id).unwrap_or(0)
-    }
-
     fn was_given(&self, id: Id) -> bool {
-        self.given & (1 << self.index(id)) != 0
+        self.table.iter().position(|o| o.id == id).is_some_and(|i| self.given & (1 << i) != 0)
     }
 
     fn unexpected(&self, arg: &OsStr) -> String {
