@@ -6,9 +6,9 @@ CARGO ?= cargo
 build:
 	$(CARGO) build
 
-# The shipped binary is static: musl (static-pie; about 56 kB private memory per resident
+# The shipped binary is static: musl (static-pie; about 40 kB private memory per resident
 # guardian) when its rustup target is installed or can be added, else glibc crt-static
-# (static-pie; about 112 kB). Both keep ASLR. It lands in $(DIST).
+# (static-pie; about 75 kB). Both keep ASLR. It lands in $(DIST).
 HOST_TARGET := $(shell rustc -vV 2>/dev/null | sed -n 's/^host: //p')
 DIST = target/dist/guardian
 
@@ -65,8 +65,10 @@ bench: release
 clean:
 	$(CARGO) clean
 
-# Generated files (checked in): the man page and shell completions, from src/cli.rs through
-# the xtask crate (clap_mangen and clap_complete stay out of the guardian binary).
+# Generated files (checked in): the man page, the help texts guardian prints (man/help/,
+# included into the binary) and shell completions, from the clap definition in
+# src/cli/spec.rs through the xtask crate (clap, clap_mangen and clap_complete stay out of the
+# guardian binary).
 XTASK = $(CARGO) run --quiet --package xtask --
 
 man:
@@ -75,7 +77,7 @@ man:
 completions:
 	$(XTASK) completions completions
 
-# Fails when man/ or completions/ differ from what src/cli.rs generates now.
+# Fails when man/ (with man/help/) or completions/ differ from what src/cli/spec.rs generates now.
 check-generated:
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
 	$(XTASK) man "$$tmp/man" >/dev/null && $(XTASK) completions "$$tmp/completions" >/dev/null && \

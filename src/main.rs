@@ -12,6 +12,9 @@
 //! `teardown` (signalling rounds), `events` (JSON Lines), `log`.
 
 #![deny(unsafe_code)]
+// guardian's entry point is `sys/start.rs`'s C `main`, without the Rust runtime's start-up
+// (see there). Test builds keep libtest's.
+#![cfg_attr(not(test), no_main)]
 
 mod cgroup;
 mod cli;
@@ -27,15 +30,18 @@ mod proptests;
 mod signals;
 mod spawn;
 mod supervise;
-// The one exemption: every `unsafe` block of guardian is in `sys`.
+// The one exemption: every `unsafe` block of guardian is in `sys` (start.rs included).
+#[cfg(not(test))]
+#[allow(unsafe_code)]
+#[path = "sys/start.rs"]
+mod start;
 #[allow(unsafe_code)]
 mod sys;
 mod teardown;
 mod test_hooks;
 
+use std::ffi::OsStr;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
-
-use clap::Parser;
 
 use crate::events::{Event, Events};
 use crate::exit::Failure;
@@ -46,9 +52,11 @@ use crate::teardown::{Discovery, Tree};
 const BLIND_REFUSAL: &str = "/proc is missing or belongs to another PID namespace and guardian is not PID 1: it could not find the provider's descendants to stop them; mount a /proc for this PID namespace, use --cgroup, or run guardian as PID 1 of the namespace";
 
 /// The one place guardian's outcome becomes its exit status: a status to exit with, or a
-/// [`Failure`] whose one-line message is printed first (`exit` names the statuses).
-fn main() {
-    let code = match run() {
+/// [`Failure`] whose one-line message is printed first (`exit` names the statuses). Called by
+/// the entry point (`sys/start.rs`) with argv.
+#[cfg_attr(test, allow(dead_code))]
+fn run_main(args: impl Iterator<Item = &'static OsStr>) -> ! {
+    let code = match run(args) {
         Ok(code) => code,
         Err(Failure { status, message }) => {
             fatal!("{message}");
@@ -59,12 +67,23 @@ fn main() {
     std::process::exit(code);
 }
 
-fn run() -> Result<i32, Failure> {
-    let cli = match cli::Cli::try_parse() {
-        Ok(cli) => cli,
-        Err(e) => return usage_error(e),
+fn run(args: impl Iterator<Item = &'static OsStr>) -> Result<i32, Failure> {
+    // The GUARDIAN_* variables, in one pass over the environment (see sys::vars_with_prefix).
+    let vars = sys::vars_with_prefix(b"GUARDIAN_");
+    let env = |name: &str| vars.iter().find(|(n, _)| n == name).map(|(_, v)| v.clone());
+    let cli = match cli::parse(args, &env) {
+        Ok(cli::Parsed::Run(cli)) => cli,
+        Ok(cli::Parsed::Print(text)) => {
+            // Help and version go to stdout with status 0, as clap printed them (a closed
+            // stdout is not an error here either).
+            use std::io::Write;
+            let mut out = std::io::stdout().lock();
+            let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
+            return Ok(0);
+        }
+        Err(message) => return Err(Failure::guardian(format!("{message}; see 'guardian --help'"))),
     };
-    log::set_level(cli::verbosity(&cli));
+    log::set_level(cli::verbosity(&cli, &env));
     if let Some(sub) = &cli.sub {
         return match sub {
             cli::Sub::Sweep { cgroup, leaf } => cgroup::sweep(cgroup.as_deref(), leaf.as_deref()),
@@ -73,18 +92,6 @@ fn run() -> Result<i32, Failure> {
         };
     }
     setup_and_supervise(cli)
-}
-
-fn usage_error(e: clap::Error) -> Result<i32, Failure> {
-    use clap::error::ErrorKind;
-    if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
-        let _ = e.print();
-        return Ok(0);
-    }
-    let text = e.to_string();
-    let first = text.lines().next().unwrap_or("invalid command line");
-    let first = first.strip_prefix("error: ").unwrap_or(first);
-    Err(Failure::guardian(format!("{first}; see 'guardian --help'")))
 }
 
 /// What setup produced for the supervise loop.
@@ -105,14 +112,14 @@ struct Started {
 fn start(cli: &cli::Cli, me: i32, events: &mut Events) -> Result<Started, Failure> {
     // 2. Signals: remember what the caller gave us, block every catchable signal and read
     //    them from a signalfd (`signals::setup`).
-    if sys::is_ignored(cli.stop_signal) {
+    let signals::Setup { sigfd, original_mask, sigchld_ignored, stop_signal_ignored } =
+        signals::setup(cli.stop_signal).map_err(Failure::guardian)?;
+    if stop_signal_ignored {
         debug!(
             "the stop signal {} was ignored; the provider gets it at its default action",
             signals::name(cli.stop_signal)
         );
     }
-    let signals::Setup { sigfd, original_mask, sigchld_ignored } =
-        signals::setup(cli.stop_signal).map_err(Failure::guardian)?;
     test_hooks::fault_after_signal_setup();
 
     // 3. Subreaper before the provider exists, so every orphan of its tree comes to us.

@@ -6,50 +6,61 @@ use std::os::fd::OwnedFd;
 
 use crate::sys;
 
-const NAMES: &[(&str, i32)] = &[
-    ("HUP", libc::SIGHUP),
-    ("INT", libc::SIGINT),
-    ("QUIT", libc::SIGQUIT),
-    ("ILL", libc::SIGILL),
-    ("TRAP", libc::SIGTRAP),
-    ("ABRT", libc::SIGABRT),
-    ("BUS", libc::SIGBUS),
-    ("FPE", libc::SIGFPE),
-    ("KILL", libc::SIGKILL),
-    ("USR1", libc::SIGUSR1),
-    ("SEGV", libc::SIGSEGV),
-    ("USR2", libc::SIGUSR2),
-    ("PIPE", libc::SIGPIPE),
-    ("ALRM", libc::SIGALRM),
-    ("TERM", libc::SIGTERM),
-    ("STKFLT", libc::SIGSTKFLT),
-    ("CHLD", libc::SIGCHLD),
-    ("CONT", libc::SIGCONT),
-    ("STOP", libc::SIGSTOP),
-    ("TSTP", libc::SIGTSTP),
-    ("TTIN", libc::SIGTTIN),
-    ("TTOU", libc::SIGTTOU),
-    ("URG", libc::SIGURG),
-    ("XCPU", libc::SIGXCPU),
-    ("XFSZ", libc::SIGXFSZ),
-    ("VTALRM", libc::SIGVTALRM),
-    ("PROF", libc::SIGPROF),
-    ("WINCH", libc::SIGWINCH),
-    ("IO", libc::SIGIO),
-    ("PWR", libc::SIGPWR),
-    ("SYS", libc::SIGSYS),
-];
+/// The name of a classic signal without its `SIG` prefix. A `match`, not a table of `&str`:
+/// such a table is one of pointers, which static-pie relocation writes in every process (a
+/// private page per resident guardian), while code is shared.
+fn short_name(sig: i32) -> Option<&'static str> {
+    Some(match sig {
+        libc::SIGHUP => "HUP",
+        libc::SIGINT => "INT",
+        libc::SIGQUIT => "QUIT",
+        libc::SIGILL => "ILL",
+        libc::SIGTRAP => "TRAP",
+        libc::SIGABRT => "ABRT",
+        libc::SIGBUS => "BUS",
+        libc::SIGFPE => "FPE",
+        libc::SIGKILL => "KILL",
+        libc::SIGUSR1 => "USR1",
+        libc::SIGSEGV => "SEGV",
+        libc::SIGUSR2 => "USR2",
+        libc::SIGPIPE => "PIPE",
+        libc::SIGALRM => "ALRM",
+        libc::SIGTERM => "TERM",
+        libc::SIGSTKFLT => "STKFLT",
+        libc::SIGCHLD => "CHLD",
+        libc::SIGCONT => "CONT",
+        libc::SIGSTOP => "STOP",
+        libc::SIGTSTP => "TSTP",
+        libc::SIGTTIN => "TTIN",
+        libc::SIGTTOU => "TTOU",
+        libc::SIGURG => "URG",
+        libc::SIGXCPU => "XCPU",
+        libc::SIGXFSZ => "XFSZ",
+        libc::SIGVTALRM => "VTALRM",
+        libc::SIGPROF => "PROF",
+        libc::SIGWINCH => "WINCH",
+        libc::SIGIO => "IO",
+        libc::SIGPWR => "PWR",
+        libc::SIGSYS => "SYS",
+        _ => return None,
+    })
+}
 
-/// Signals the Rust runtime catches before `main` (its stack-overflow handlers). guardian
-/// resets them to `SIG_DFL` before blocking anything, so that it runs no handler at all: once
-/// blocked, a SIGSEGV/SIGBUS another process sends waits in the signalfd and a real fault is
-/// forced through with the default action (see [`handled`]), so the handler could only run
-/// where the mask is not yet or no longer set (before this step, where it swallowed a
-/// `kill -SEGV` by resetting itself and returning, and in the child between restoring the
-/// caller's mask and exec). The cost: a stack overflow in guardian ends it with a plain
-/// SIGSEGV, without the runtime's "has overflowed its stack" line (blocking alone loses it too).
-const RUNTIME_HANDLED: [i32; 2] = [libc::SIGSEGV, libc::SIGBUS];
+/// The classic signals are 1 to 31.
+fn by_short_name(name: &str) -> Option<i32> {
+    (1..32).find(|&sig| short_name(sig) == Some(name))
+}
 
+/// guardian runs no signal handler at all: a handler found at start-up is reset to `SIG_DFL`
+/// before anything is blocked. The shipped binary installs none (its entry point,
+/// `sys/start.rs`, leaves out the Rust runtime's SIGSEGV/SIGBUS stack-overflow handlers, and
+/// exec resets a caller's handlers); builds with the runtime's start-up (the unit tests) have
+/// those two. Once blocked, a SIGSEGV/SIGBUS another process sends waits in the signalfd and
+/// a real fault is forced through with the default action (see [`handled`]), so a handler
+/// could only run where the mask is not yet or no longer set (before this step, where the
+/// runtime's swallowed a `kill -SEGV` by resetting itself and returning, and in the child
+/// between restoring the caller's mask and exec). The cost: a stack overflow in guardian ends
+/// it with a plain SIGSEGV, without the runtime's "has overflowed its stack" line.
 /// `SIGRTMIN` and `SIGRTMAX` of the C library guardian runs on (glibc reserves 32 and 33,
 /// musl 32 to 34).
 pub fn sigrt_range() -> (i32, i32) {
@@ -58,7 +69,7 @@ pub fn sigrt_range() -> (i32, i32) {
 
 /// "SIGTERM", "SIGRTMIN+3", or "SIG42" for anything unnamed.
 pub fn name(sig: i32) -> String {
-    if let Some((n, _)) = NAMES.iter().find(|(_, s)| *s == sig) {
+    if let Some(n) = short_name(sig) {
         return format!("SIG{n}");
     }
     let (min, max) = sigrt_range();
@@ -86,8 +97,8 @@ pub fn parse(text: &str) -> Result<i32, String> {
     }
     let upper = t.to_ascii_uppercase();
     let bare = upper.strip_prefix("SIG").unwrap_or(&upper);
-    if let Some((_, s)) = NAMES.iter().find(|(n, _)| *n == bare) {
-        return Ok(*s);
+    if let Some(s) = by_short_name(bare) {
+        return Ok(s);
     }
     let (min, max) = sigrt_range();
     let rt = |base: i32, rest: &str| -> Option<i32> {
@@ -178,10 +189,13 @@ pub struct Setup {
     pub original_mask: sys::SigSet,
     /// SIGCHLD was ignored when guardian started; the provider gets that back.
     pub sigchld_ignored: bool,
+    /// The stop signal was ignored when guardian started (it is now at its default action).
+    pub stop_signal_ignored: bool,
 }
 
-/// Start-up's signal step: the runtime's handlers reset, SIGCHLD made reapable, every
-/// [`handled`] signal blocked and a signalfd opened for them. Before the provider exists.
+/// Start-up's signal step: one query of every signal's disposition, handlers reset, SIGCHLD
+/// made reapable, every [`handled`] signal blocked and a signalfd opened for them. Before the
+/// provider exists.
 ///
 /// SIGTERM and the stop signal are stop requests, so they are handled even when the caller
 /// ignored them (a background job of a non-interactive shell starts with SIGINT and SIGQUIT
@@ -190,26 +204,34 @@ pub struct Setup {
 /// ignored, because the provider inherits the disposition and must be able to hear it; an
 /// ignored SIGTERM that is not the stop signal stays ignored for the provider.
 pub fn setup(stop_signal: i32) -> Result<Setup, String> {
-    if sys::is_ignored(stop_signal) {
+    // One rt_sigaction per signal (62 of them) is the whole cost of knowing the ignored set;
+    // each is asked once.
+    let mut ignored = sys::SigSet::empty();
+    let (_, max) = sigrt_range();
+    for sig in (1..=max).filter(|&sig| !is_uncatchable(sig)) {
+        match sys::disposition(sig) {
+            Ok(sys::Disposition::Ignore) => ignored.add(sig),
+            Ok(sys::Disposition::Handler) => sys::set_default_disposition(sig)
+                .map_err(|e| format!("sigaction({}, SIG_DFL) failed: {e}", name(sig)))?,
+            Ok(sys::Disposition::Default) | Err(_) => {}
+        }
+    }
+    let stop_signal_ignored = ignored.contains(stop_signal);
+    if stop_signal_ignored {
         sys::set_default_disposition(stop_signal)
             .map_err(|e| format!("sigaction({}, SIG_DFL) failed: {e}", name(stop_signal)))?;
     }
-    for sig in RUNTIME_HANDLED {
-        if sys::has_handler(sig) {
-            sys::set_default_disposition(sig).map_err(|e| format!("sigaction({}, SIG_DFL) failed: {e}", name(sig)))?;
-        }
-    }
-    let sigchld_ignored = sys::is_ignored(libc::SIGCHLD);
+    let sigchld_ignored = ignored.contains(libc::SIGCHLD);
     if sigchld_ignored {
         sys::set_default_disposition(libc::SIGCHLD).map_err(|e| format!("sigaction(SIGCHLD, SIG_DFL) failed: {e}"))?;
     }
-    let handled = handled(&|sig| sig != libc::SIGTERM && sig != stop_signal && sys::is_ignored(sig));
+    let handled = handled(&|sig| sig != libc::SIGTERM && sig != stop_signal && ignored.contains(sig));
     let original_mask =
         sys::set_sigmask(libc::SIG_BLOCK, &handled).map_err(|e| format!("sigprocmask(SIG_BLOCK) failed: {e}"))?;
     let sigfd = sys::signalfd(&handled).map_err(|e| {
         format!("signalfd() failed: {e}; guardian needs signalfd (Linux 2.6.22) to supervise without races")
     })?;
-    Ok(Setup { sigfd, original_mask, sigchld_ignored })
+    Ok(Setup { sigfd, original_mask, sigchld_ignored, stop_signal_ignored })
 }
 
 #[cfg(test)]

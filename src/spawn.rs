@@ -130,25 +130,19 @@ pub(crate) fn clone3_into_leaf(
 /// `GUARDIAN_VERBOSE`). They configure this guardian only: left in the environment, a nested
 /// guardian (or any program of the tree that runs one) would take the outer one's settings,
 /// e.g. an events fd number that is not open for it.
-pub fn consumed_variables() -> Vec<String> {
-    use clap::CommandFactory;
-    let cmd = crate::cli::Cli::command();
-    let mut names: Vec<String> =
-        cmd.get_arguments().filter_map(|a| a.get_env()).map(|e| e.to_string_lossy().into_owned()).collect();
-    names.push("GUARDIAN_VERBOSE".into());
-    names.sort();
-    names.dedup();
-    names
+pub fn consumed_variables() -> impl Iterator<Item = &'static str> {
+    crate::cli::env_vars()
 }
 
 /// Removes the variables of [`consumed_variables`] from the environment the provider inherits.
 pub fn scrub_environment() -> Result<(), Failure> {
-    for name in consumed_variables() {
-        if std::env::var_os(&name).is_some() {
-            crate::debug!("{name} is not passed on to the provider");
-            sys::unset_env(&name)
-                .map_err(|e| Failure::guardian(format!("cannot remove {name} from the environment: {e}")))?;
-        }
+    // One pass over the environment (sys::vars_with_prefix), not a getenv per name; a name
+    // the environment holds twice is removed once (unsetenv removes every copy).
+    let present = sys::vars_with_prefix(b"GUARDIAN_");
+    for name in consumed_variables().filter(|name| present.iter().any(|(n, _)| n == name)) {
+        crate::debug!("{name} is not passed on to the provider");
+        sys::unset_env(name)
+            .map_err(|e| Failure::guardian(format!("cannot remove {name} from the environment: {e}")))?;
     }
     Ok(())
 }
@@ -212,10 +206,10 @@ pub fn fallback(events: &mut Events, what: &str, err: &io::Error, instead: &str)
 mod tests {
     #[test]
     fn consumed_variables_are_the_documented_ones() {
-        let names = super::consumed_variables();
+        let names: Vec<&str> = super::consumed_variables().collect();
         for name in ["GUARDIAN_EVENTS_FD", "GUARDIAN_GRACE", "GUARDIAN_CGROUP", "GUARDIAN_VERBOSE", "GUARDIAN_TIMEOUT"]
         {
-            assert!(names.iter().any(|n| n == name), "{name} missing from {names:?}");
+            assert!(names.contains(&name), "{name} missing from {names:?}");
         }
         assert!(names.iter().all(|n| n.starts_with("GUARDIAN_")), "{names:?}");
     }

@@ -208,36 +208,37 @@ impl Supervisor {
     /// events fd and the leaf's `cgroup.events` are ready. (The signalfd and the provider's
     /// pidfd need no flag: every wake-up reads the one and reaps for the other.)
     fn poll(&self, timeout: Option<Duration>) -> (bool, bool, bool) {
-        let mut fds: Vec<PollFd<'_>> = Vec::with_capacity(5);
-        fds.push(PollFd::new(&self.sigfd, PollFlags::IN));
+        // An array on the stack, not a Vec: this runs at every wake-up, and with musl's
+        // allocator a heap block freed right after costs an mmap and a munmap, and keeps a
+        // heap page resident while guardian idles in poll.
+        let first = PollFd::new(&self.sigfd, PollFlags::IN);
+        let mut fds: [PollFd<'_>; POLL_SLOTS] = std::array::from_fn(|_| first.clone());
+        let mut len = 1;
         if let (false, Some(fd)) = (self.state.provider_exited(), self.provider.pidfd()) {
-            fds.push(PollFd::from_borrowed_fd(fd, PollFlags::IN));
+            push_poll_fd(&mut fds, &mut len, PollFd::from_borrowed_fd(fd, PollFlags::IN));
         }
         let parent_slot = match &self.parent {
-            Some(ParentWatch::Pidfd(fd)) => {
-                fds.push(PollFd::new(fd, PollFlags::IN));
-                Some(fds.len() - 1)
-            }
+            Some(ParentWatch::Pidfd(fd)) => push_poll_fd(&mut fds, &mut len, PollFd::new(fd, PollFlags::IN)),
             _ => None,
         };
-        let out_slot = self.events.pending_fd().map(|fd| {
-            fds.push(PollFd::from_borrowed_fd(fd, PollFlags::OUT));
-            fds.len() - 1
-        });
+        let out_slot = self
+            .events
+            .pending_fd()
+            .and_then(|fd| push_poll_fd(&mut fds, &mut len, PollFd::from_borrowed_fd(fd, PollFlags::OUT)));
         let leaf_slot = match &self.tree.leaf {
             Some(leaf) if !leaf.is_removed() => {
-                fds.push(PollFd::from_borrowed_fd(leaf.events_fd(), PollFlags::PRI));
-                Some(fds.len() - 1)
+                push_poll_fd(&mut fds, &mut len, PollFd::from_borrowed_fd(leaf.events_fd(), PollFlags::PRI))
             }
             _ => None,
         };
+        let fds = fds.get_mut(..len).unwrap_or_default();
         let ts =
             timeout.map(|t| rustix::event::Timespec { tv_sec: t.as_secs() as i64, tv_nsec: t.subsec_nanos() as i64 });
-        match rustix::event::poll(&mut fds, ts.as_ref()) {
+        match rustix::event::poll(fds, ts.as_ref()) {
             Ok(_) | Err(rustix::io::Errno::INTR) => {}
             Err(e) => crate::warn!("poll() failed: {e}"),
         }
-        let ready = |slot: Option<usize>| slot.is_some_and(|i| !fds[i].revents().is_empty());
+        let ready = |slot: Option<usize>| slot.and_then(|i| fds.get(i)).is_some_and(|fd| !fd.revents().is_empty());
         (ready(parent_slot), ready(out_slot), ready(leaf_slot))
     }
 
@@ -631,6 +632,18 @@ impl Supervisor {
         let scan = self.tree.leaf.is_none() || outside_leaf;
         self.tree.round(phase, self.stop_signal, provider, reason, scan, &mut self.events)
     }
+}
+
+/// At most the signalfd, the provider's pidfd, the parent's pidfd, the events fd and the
+/// leaf's `cgroup.events`.
+const POLL_SLOTS: usize = 5;
+
+/// Adds `fd` to the poll set; its slot.
+fn push_poll_fd<'a>(fds: &mut [PollFd<'a>; POLL_SLOTS], len: &mut usize, fd: PollFd<'a>) -> Option<usize> {
+    let slot = fds.get_mut(*len)?;
+    *slot = fd;
+    *len += 1;
+    Some(*len - 1)
 }
 
 #[cfg(test)]

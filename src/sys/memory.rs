@@ -11,25 +11,49 @@
 /// copied to the top of the stack mapping, and exec grows that mapping to at least
 /// min(RLIMIT_STACK, 128 KiB) below its end (`setup_arg_pages`). So the range from there to
 /// a page below this frame lies inside the stack mapping.
+#[inline(never)]
 pub fn release_startup_memory() {
     #[cfg(target_env = "gnu")]
     // SAFETY: malloc_trim only hands free heap memory back to the kernel.
     unsafe {
         libc::malloc_trim(0);
     }
-    let marker = 0u8;
-    let sp = std::ptr::addr_of!(marker) as usize;
+    let sp = stack_pointer();
     // SAFETY: getauxval reads the auxiliary vector the kernel passed at exec.
     let execfn = unsafe { libc::getauxval(libc::AT_EXECFN) } as usize;
     let Some((lo, end)) = startup_stack_range(execfn, stack_limit(), sp) else { return };
-    // SAFETY: [lo, end) lies inside this thread's stack mapping (see above), a page below the
-    // live frame: it holds only dead frames (guardian installs no signal handlers that could
+    // SAFETY: [lo, end) lies inside this thread's stack mapping (see above), at least MARGIN
+    // below the stack pointer: it holds only dead frames (guardian installs no signal handlers that could
     // run there), and MADV_DONTNEED makes those pages read back as zeroes when a deeper call
     // reuses them.
     unsafe {
         libc::madvise(lo as *mut libc::c_void, end - lo, libc::MADV_DONTNEED);
     }
 }
+
+/// The stack pointer itself (the address of a local would lie somewhere above it, in this
+/// frame), so that the range handed back can end just below what is live.
+#[inline(always)]
+fn stack_pointer() -> usize {
+    let sp: usize;
+    // SAFETY: reads the stack pointer register into a general register; no memory is touched.
+    #[cfg(target_arch = "x86_64")]
+    unsafe {
+        std::arch::asm!("mov {}, rsp", out(reg) sp, options(nomem, nostack, preserves_flags));
+    }
+    // SAFETY: as above.
+    #[cfg(target_arch = "aarch64")]
+    unsafe {
+        std::arch::asm!("mov {}, sp", out(reg) sp, options(nomem, nostack, preserves_flags));
+    }
+    sp
+}
+
+/// What stays below the stack pointer: the frames of the `madvise` call itself (the C
+/// library's wrapper, a few words) and x86-64's red zone (128 bytes), with room to spare. It
+/// was a whole page, which kept one more stack page resident in every idle guardian whenever
+/// the page below the live frame was not needed again.
+const MARGIN: usize = 1024;
 
 /// RLIMIT_STACK's soft limit (`None`: unlimited or unknown).
 fn stack_limit() -> Option<u64> {
@@ -41,8 +65,8 @@ fn stack_limit() -> Option<u64> {
 
 /// The part of the main thread's stack that start-up left behind: from the lowest address
 /// exec guaranteed mapped (min(RLIMIT_STACK, 128 KiB) below the page end of `execfn`, a
-/// string at the stack's top) up to one page below `sp` (x86-64's red zone is 128 bytes).
-/// `None` when that range is empty or `sp` is outside it.
+/// string at the stack's top) up to the page boundary at least [`MARGIN`] below `sp`, the
+/// stack pointer. `None` when that range is empty or `sp` is outside it.
 fn startup_stack_range(execfn: usize, limit: Option<u64>, sp: usize) -> Option<(usize, usize)> {
     const PAGE: usize = 4096;
     const EXPAND: usize = 128 * 1024;
@@ -52,7 +76,7 @@ fn startup_stack_range(execfn: usize, limit: Option<u64>, sp: usize) -> Option<(
     let top = execfn.checked_add(PAGE - 1)? & !(PAGE - 1);
     let grown = limit.map_or(EXPAND, |l| usize::try_from(l).unwrap_or(usize::MAX).min(EXPAND)) & !(PAGE - 1);
     let lo = top.checked_sub(grown)?;
-    let end = sp.checked_sub(PAGE)? & !(PAGE - 1);
+    let end = sp.checked_sub(MARGIN)? & !(PAGE - 1);
     ((lo..top).contains(&sp) && end > lo).then_some((lo, end))
 }
 
@@ -65,11 +89,14 @@ mod tests {
         let top = 0x7fff_0000_0000usize;
         let execfn = top - 40; // the file name sits just below the stack's end
         let sp = top - 20 * 4096 - 123;
-        // 128 KiB below the top, up to the page a page below sp.
-        assert_eq!(startup_stack_range(execfn, Some(8 << 20), sp), Some((top - (128 << 10), top - 22 * 4096)));
-        assert_eq!(startup_stack_range(execfn, None, sp), Some((top - (128 << 10), top - 22 * 4096)));
+        // 128 KiB below the top, up to the page boundary at least MARGIN below sp.
+        assert_eq!(startup_stack_range(execfn, Some(8 << 20), sp), Some((top - (128 << 10), top - 21 * 4096)));
+        assert_eq!(startup_stack_range(execfn, None, sp), Some((top - (128 << 10), top - 21 * 4096)));
+        // sp less than MARGIN above a page boundary: that page stays too.
+        let low = top - 20 * 4096 + 1000;
+        assert_eq!(startup_stack_range(execfn, None, low), Some((top - (128 << 10), top - 21 * 4096)));
         // A small RLIMIT_STACK: exec grew the mapping only that far.
-        assert_eq!(startup_stack_range(execfn, Some(100 << 10), sp), Some((top - (100 << 10), top - 22 * 4096)));
+        assert_eq!(startup_stack_range(execfn, Some(100 << 10), sp), Some((top - (100 << 10), top - 21 * 4096)));
         // sp outside the guaranteed range, or nothing below the margin: nothing to give back.
         assert_eq!(startup_stack_range(execfn, Some(64 << 10), sp - (64 << 10)), None);
         assert_eq!(startup_stack_range(execfn, Some(8 << 20), top - (128 << 10) + 100), None);

@@ -32,10 +32,15 @@ use std::time::Duration;
 pub use fd::{send_nonblocking, take_inherited_fd, write_nowait};
 pub use memory::release_startup_memory;
 pub use pidfd::{PIDFD_SIGNAL_PROCESS_GROUP, kill, pidfd_get_pid, pidfd_open, pidfd_send_signal};
-pub use process::{CLONE_NEWCGROUP, Child, ExecPlan, Start, set_pdeathsig, spawn_child, spawn_parked_child, unset_env};
+#[cfg(test)]
+pub use process::set_env_in_test_child;
+pub use process::{
+    CLONE_NEWCGROUP, Child, ExecPlan, Start, set_pdeathsig, spawn_child, spawn_parked_child, unset_env,
+    vars_with_prefix,
+};
 pub use signal::{
-    SigInfo, SigSet, has_handler, is_ignored, read_signalfd, set_default_disposition, set_sigmask, signalfd,
-    stop_own_group,
+    Disposition, SigInfo, SigSet, disposition, is_ignored, read_signalfd, set_default_disposition, set_sigmask,
+    signalfd, stop_own_group,
 };
 pub use terminal::{
     getpgrp, is_controlling_terminal, isatty, open_controlling_terminal, setpgid, tcgetpgrp, tcsetpgrp,

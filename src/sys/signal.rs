@@ -31,7 +31,6 @@ impl SigSet {
         }
     }
 
-    #[cfg(test)]
     pub fn contains(&self, sig: i32) -> bool {
         (1..=64).contains(&sig) && self.0 & (1 << (sig - 1)) != 0
     }
@@ -61,7 +60,7 @@ struct KernelSigaction {
 
 /// `rt_sigaction(sig, NULL, &old)`: the current handler (`SIG_DFL`, `SIG_IGN` or a function).
 /// A raw syscall, so the C library's reserved numbers can be queried too.
-fn disposition(sig: i32) -> io::Result<libc::sighandler_t> {
+fn raw_disposition(sig: i32) -> io::Result<libc::sighandler_t> {
     let mut old = KernelSigaction { handler: libc::SIG_DFL, flags: 0, restorer: 0, mask: 0 };
     // SAFETY: a null new action only reads the current one into `old`, a live struct of the
     // kernel's layout whose mask has the size passed.
@@ -77,19 +76,32 @@ fn disposition(sig: i32) -> io::Result<libc::sighandler_t> {
     cvt_long(rc).map(|_| old.handler)
 }
 
-/// Whether `sig`'s disposition is currently `SIG_IGN`.
-pub fn is_ignored(sig: i32) -> bool {
-    disposition(sig).is_ok_and(|h| h == libc::SIG_IGN)
+/// What a signal does when it arrives unblocked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Disposition {
+    Default,
+    Ignore,
+    /// A handler function runs.
+    Handler,
 }
 
-/// Whether `sig` currently runs a handler function (neither `SIG_DFL` nor `SIG_IGN`).
-pub fn has_handler(sig: i32) -> bool {
-    disposition(sig).is_ok_and(|h| h != libc::SIG_DFL && h != libc::SIG_IGN)
+/// `sig`'s current disposition (one `rt_sigaction` query).
+pub fn disposition(sig: i32) -> io::Result<Disposition> {
+    raw_disposition(sig).map(|h| match h {
+        libc::SIG_DFL => Disposition::Default,
+        libc::SIG_IGN => Disposition::Ignore,
+        _ => Disposition::Handler,
+    })
+}
+
+/// Whether `sig`'s disposition is currently `SIG_IGN`.
+pub fn is_ignored(sig: i32) -> bool {
+    raw_disposition(sig).is_ok_and(|h| h == libc::SIG_IGN)
 }
 
 /// Sets `sig`'s disposition to `SIG_DFL`: for SIGCHLD, which must not be ignored by a reaper
-/// (or the kernel reaps children behind guardian's back), and for the Rust runtime's
-/// SIGSEGV/SIGBUS stack-overflow handlers (see `signals::RUNTIME_HANDLED`).
+/// (or the kernel reaps children behind guardian's back), for an ignored stop signal, and for
+/// any handler found at start-up (see `signals::setup`).
 pub fn set_default_disposition(sig: i32) -> io::Result<()> {
     let act = KernelSigaction { handler: libc::SIG_DFL, flags: 0, restorer: 0, mask: 0 };
     // SAFETY: installs SIG_DFL with an empty mask from a live struct of the kernel's layout;

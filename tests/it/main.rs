@@ -6,6 +6,7 @@ mod harness;
 
 mod behaviour;
 mod cgroup;
+mod cli;
 mod core;
 mod denial;
 mod doctor;

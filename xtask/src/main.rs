@@ -1,17 +1,25 @@
-//! xtask: generates guardian's man page (`man/guardian.1`) and shell completions
-//! (`completions/`) from the clap definition in `src/cli.rs`, so the guardian binary itself
-//! carries neither clap_mangen nor clap_complete.
+//! xtask: generates guardian's man page (`man/guardian.1`), help texts (`man/help/`) and shell
+//! completions (`completions/`) from the clap definition in `src/cli/spec.rs`, so the guardian
+//! binary itself carries neither clap nor clap_mangen nor clap_complete.
 //!
-//! `cargo run -p xtask -- man DIR` writes `DIR/guardian.1`; `cargo run -p xtask -- completions
+//! `cargo run -p xtask -- man DIR` writes `DIR/guardian.1` and `DIR/help/*.txt` (what
+//! `guardian -h` and `--help`, and those of `sweep` and `doctor`, print; guardian includes
+//! them with `include_str!`); `cargo run -p xtask -- completions
 //! DIR` writes `DIR/guardian.bash`, `DIR/_guardian` and `DIR/guardian.fish`. The output is
 //! deterministic (no date), so `make check-generated` can diff it against the checked-in files.
 
-// The CLI definition, shared with the guardian binary.
+// The CLI definition (guardian's unit tests check its runtime parser against it) and the
+// value parsers it names, shared with the guardian binary.
+// In guardian both are submodules of `cli`; here they sit side by side at the crate root, so
+// spec.rs's `super::values` names the same file in both.
 #[allow(dead_code)]
-#[path = "../../src/cli.rs"]
-mod cli;
+#[path = "../../src/cli/spec.rs"]
+mod spec;
+#[allow(dead_code)]
+#[path = "../../src/cli/values.rs"]
+mod values;
 
-// cli.rs parses --stop-signal through guardian's `signals`, which uses `sys` (src/sys/mod.rs
+// cli/values.rs parses --stop-signal through guardian's `signals`, which uses `sys` (src/sys/mod.rs
 // brings its files along); include both so the definition (and cli.rs's own tests) behave
 // exactly as in the binary.
 #[allow(dead_code)]
@@ -32,6 +40,14 @@ use clap::CommandFactory;
 use clap_complete::Shell;
 
 fn main() -> ExitCode {
+    // clap reads an option's variable when the definition is built and shows its value in the
+    // help (`[env: GUARDIAN_GRACE=5s]`): the generated files must not depend on who runs this.
+    for (name, _) in std::env::vars_os() {
+        if name.to_str().is_some_and(|n| n.starts_with("GUARDIAN_")) {
+            // SAFETY: xtask has a single thread, so nothing reads the environment concurrently.
+            unsafe { std::env::remove_var(name) };
+        }
+    }
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
         ["man", dir] => write_man(Path::new(dir)),
@@ -58,7 +74,7 @@ fn main() -> ExitCode {
 /// The guardian command as the binary builds it, with the guardian package's version (this
 /// crate's own `CARGO_PKG_VERSION` would be xtask's).
 pub fn command() -> clap::Command {
-    cli::Cli::command().version(guardian_version())
+    spec::Cli::command().version(guardian_version())
 }
 
 fn guardian_version() -> &'static str {
@@ -75,7 +91,34 @@ fn write_man(dir: &Path) -> io::Result<Vec<PathBuf>> {
     fs::create_dir_all(dir)?;
     let path = dir.join("guardian.1");
     fs::write(&path, man::render(command())?)?;
-    Ok(vec![path])
+    let mut written = vec![path];
+    written.extend(write_help(&dir.join("help"))?);
+    Ok(written)
+}
+
+/// The help texts guardian prints, as clap printed them when it parsed guardian's command line:
+/// `-h` the short rendering, `--help` the long one (`long_about` makes it differ); a subcommand,
+/// which has no long help, prints its short rendering for both. Built as clap builds them when
+/// it parses (so a subcommand's usage line says `guardian sweep`). `[env: NAME=]` is filled in
+/// with the variable's value when guardian prints it, as clap did.
+fn write_help(dir: &Path) -> io::Result<Vec<PathBuf>> {
+    fs::create_dir_all(dir)?;
+    let mut cmd = command();
+    cmd.build();
+    let mut written = Vec::new();
+    let mut write = |name: &str, text: clap::builder::StyledStr| -> io::Result<()> {
+        let path = dir.join(name);
+        fs::write(&path, text.to_string())?;
+        written.push(path);
+        Ok(())
+    };
+    write("guardian.txt", cmd.render_help())?;
+    write("guardian.long.txt", cmd.render_long_help())?;
+    for sub in ["sweep", "doctor"] {
+        let sub_cmd = cmd.find_subcommand_mut(sub).ok_or_else(|| io::Error::other(format!("no subcommand {sub}")))?;
+        write(&format!("guardian-{sub}.txt"), sub_cmd.render_help())?;
+    }
+    Ok(written)
 }
 
 fn write_completions(dir: &Path) -> io::Result<Vec<PathBuf>> {
