@@ -89,15 +89,17 @@ pub struct Supervisor {
     reap_pause: bool,
 }
 
-/// The pause between two wake-ups that reap descendants, once the provider has exited: 1 ms,
-/// and 1 ms more per 2 000 children guardian had at the last round, up to 5 ms. Each reaping
-/// ends with a `wait4` that finds nobody ready, and the kernel answers it by walking the whole
-/// list of guardian's children: with thousands dying one SIGCHLD at a time, waking for each
-/// spent more CPU (taken from the dying) than the reaping itself. Pausing lets the exits
-/// gather into batches, longer ones where the walk is longer. Signals wait in the signalfd
-/// meanwhile, and no deadline is passed; an idle guardian never pauses (it is not reaping).
-fn reap_pause(children: usize) -> Duration {
-    Duration::from_millis(1 + (children / 2000).min(4) as u64)
+/// The pause between two wake-ups that reap descendants, once the provider has exited and
+/// guardian had at least 500 children at the last round: 1 ms, and 1 ms more per 2 000
+/// children, up to 5 ms. Each reaping ends with a `wait4` that finds nobody ready, and the
+/// kernel answers it by walking the whole list of guardian's children: with thousands dying
+/// one SIGCHLD at a time, waking for each spent more CPU (taken from the dying) than the
+/// reaping itself. Pausing lets the exits gather into batches, longer ones where the walk is
+/// longer; below 500 children the walk is short and a pause would only delay the release.
+/// Signals wait in the signalfd meanwhile, and no deadline is passed; an idle guardian never
+/// pauses (it is not reaping).
+fn reap_pause(children: usize) -> Option<Duration> {
+    (children >= 500).then(|| Duration::from_millis(1 + (children / 2000).min(4) as u64))
 }
 
 impl Supervisor {
@@ -162,8 +164,8 @@ impl Supervisor {
 
     /// One poll and everything it woke up for. `Some(outcome)` once guardian is done.
     fn wait_and_handle(&mut self) -> Option<Outcome> {
-        if std::mem::take(&mut self.reap_pause) {
-            let pause = reap_pause(self.tree.children_hint());
+        let reaping = std::mem::take(&mut self.reap_pause);
+        if let Some(pause) = reap_pause(self.tree.children_hint()).filter(|_| reaping) {
             let left = self.next_deadline().map(|d| d.saturating_sub(sys::monotonic()));
             std::thread::sleep(left.map_or(pause, |l| l.min(pause)));
         }
@@ -651,9 +653,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_reaping_pause_grows_with_the_children_and_stays_short() {
-        let ms = Duration::from_millis;
-        assert_eq!(reap_pause(0), ms(1));
+    fn the_reaping_pause_is_for_large_trees_grows_with_them_and_stays_short() {
+        let ms = |n| Some(Duration::from_millis(n));
+        assert_eq!(reap_pause(0), None, "a small tree is reaped as it dies");
+        assert_eq!(reap_pause(499), None);
+        assert_eq!(reap_pause(500), ms(1));
         assert_eq!(reap_pause(1999), ms(1));
         assert_eq!(reap_pause(2000), ms(2));
         assert_eq!(reap_pause(10_000), ms(5));

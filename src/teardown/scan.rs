@@ -68,10 +68,12 @@ impl Tree {
         let (mut kids, mut grandkids, mut signalled) = (Vec::new(), Vec::new(), Vec::new());
         let mut queue = std::collections::VecDeque::new();
         let mut seen = 1;
-        // A child that exited before its `children` file was read left its children to
-        // guardian: the next round, right after the reaping that shortens guardian's own
-        // `children` file, finds them there (re-reading a file of thousands of dying children
-        // at once costs the kernel a walk of the list per page read).
+        // A child signalled this round that exited before its `children` file was read left
+        // its children to guardian: the next round, right after the reaping that shortens
+        // guardian's own `children` file, finds them there (re-reading a file of thousands of
+        // dying children at once costs the kernel a walk of the list per page read). A child
+        // signalled earlier had its children read then: what it forked since is a newcomer,
+        // for the rescans (chasing each exit of a collapsing chain re-walked it every time).
         let mut left_to_guardian = false;
         kids.clear();
         let Some(proc) = self.proc.as_mut() else { return 0 };
@@ -100,10 +102,11 @@ impl Tree {
         }
         // Every child is signalled before any `children` file is read, so the tree dies (on
         // the other CPUs) while the round reads, and one that has exited by now is not read.
+        let fresh: HashSet<i32> = sent.iter().copied().collect();
         for st in signalled.drain(..) {
             if Some(st.pid) == r.provider || !sys::child_exited(st.pid) {
                 queue.push_back(st);
-            } else {
+            } else if fresh.contains(&st.pid) {
                 left_to_guardian = true;
             }
         }
@@ -115,7 +118,7 @@ impl Tree {
             // of) its children to guardian: the chasing round finds them there. One that has
             // not exited after the read was read complete (its children move to guardian in
             // the same step, under the same lock, as it becomes a zombie).
-            if parent.ppid == me && sys::child_exited(parent.pid) {
+            if parent.ppid == me && fresh.contains(&parent.pid) && sys::child_exited(parent.pid) {
                 left_to_guardian = true;
             }
             if !read {
