@@ -526,10 +526,11 @@ fn each_process_of_a_chain_is_killed_once() {
 // Review: a child forked by a thread other than the main thread is in that thread's
 // `children` file, not the main thread's.
 
-/// Counts every SIGTERM it receives (a line in LOG) and otherwise ignores them; first starts
-/// a second thread that forks a child which counts its own SIGTERMs in CHILDLOG (and writes
-/// CHILDLOG.ready). argv: LOG TAG CHILDLOG.
-const THREAD_FORKER: &str = r#"
+/// The C shared by the programs below: `count(LOG)` installs a SIGTERM handler that appends a
+/// line to LOG, writes LOG.ready and waits forever.
+macro_rules! counting_thread_prelude {
+    () => {
+        r#"
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
@@ -537,7 +538,6 @@ const THREAD_FORKER: &str = r#"
 #include <string.h>
 #include <unistd.h>
 static int logfd;
-static const char *childlog;
 static void on_term(int s) { (void)s; write(logfd, "T\n", 2); }
 static void count(const char *log) {
     logfd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0666);
@@ -555,6 +555,17 @@ static void count(const char *log) {
     close(open(ready, O_WRONLY | O_CREAT | O_CLOEXEC, 0666));
     for (;;) pause();
 }
+"#
+    };
+}
+
+/// Counts every SIGTERM it receives (a line in LOG) and otherwise ignores them; first starts
+/// a second thread that forks a child which counts its own SIGTERMs in CHILDLOG (and writes
+/// CHILDLOG.ready). argv: LOG TAG CHILDLOG.
+const THREAD_FORKER: &str = concat!(
+    counting_thread_prelude!(),
+    r#"
+static const char *childlog;
 static void *forker(void *a) {
     (void)a;
     if (fork() == 0) count(childlog);
@@ -572,15 +583,13 @@ int main(int argc, char **argv) {
     if (pthread_create(&t, 0, forker, 0)) return 3;
     count(argv[1]);
 }
-"#;
+"#
+);
 
-/// guardian's child (after the provider's exit) is multi-threaded, and its child was forked
-/// by its second thread: that grandchild existed at the first stop round, so it must hear the
-/// stop signal once, not only the SIGKILL at the end of the grace.
-#[test]
-fn a_child_forked_by_a_second_thread_of_guardians_child_hears_the_stop_signal() {
-    let ctx = Ctx::new("thread-fork");
-    let prog = compile(&ctx, "thread-forker", THREAD_FORKER);
+/// Runs PROGRAM (argv: parent.log TAG child.log) as the provider's child, lets the provider
+/// exit once both logs are ready, and returns guardian's events once everything is gone.
+fn parent_and_child_logs(ctx: &Ctx, name: &str, source: &str) -> Vec<Value> {
+    let prog = compile(ctx, name, source);
     let tag = ctx.tag();
     let mut g = ctx
         .guardian()
@@ -595,6 +604,16 @@ fn a_child_forked_by_a_second_thread_of_guardians_child_hears_the_stop_signal() 
     let ev = g.events();
     assert_eq!(code, 7, "events {ev:#?}; stderr: {}", g.stderr());
     ctx.assert_nothing_left();
+    ev
+}
+
+/// guardian's child (after the provider's exit) is multi-threaded, and its child was forked
+/// by its second thread: that grandchild existed at the first stop round, so it must hear the
+/// stop signal once, not only the SIGKILL at the end of the grace.
+#[test]
+fn a_child_forked_by_a_second_thread_of_guardians_child_hears_the_stop_signal() {
+    let ctx = Ctx::new("thread-fork");
+    let ev = parent_and_child_logs(&ctx, "thread-forker", THREAD_FORKER);
     assert_eq!(lines(&ctx, "parent.log"), ["T"], "guardian's child's SIGTERMs; events {ev:#?}");
     assert_eq!(lines(&ctx, "child.log"), ["T"], "the thread-forked grandchild's SIGTERMs; events {ev:#?}");
 }
@@ -653,32 +672,10 @@ fn stop_signal_once_as_pid1_when_pidfd_open_is_refused_midway() {
 /// Forks a child that counts its SIGTERMs in CHILDLOG, then its main thread exits
 /// (`pthread_exit`) while a second thread counts the process's SIGTERMs in LOG: the child
 /// moves to the live thread's `children` file. argv: LOG TAG CHILDLOG.
-const LEADERLESS_PARENT: &str = r#"
-#include <fcntl.h>
-#include <pthread.h>
-#include <signal.h>
-#include <stdio.h>
-#include <string.h>
-#include <unistd.h>
-static int logfd;
+const LEADERLESS_PARENT: &str = concat!(
+    counting_thread_prelude!(),
+    r#"
 static const char *log_;
-static void on_term(int s) { (void)s; write(logfd, "T\n", 2); }
-static void count(const char *log) {
-    logfd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0666);
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_term;
-    sa.sa_flags = SA_RESTART;
-    sigaction(SIGTERM, &sa, 0);
-    sigset_t term;
-    sigemptyset(&term);
-    sigaddset(&term, SIGTERM);
-    pthread_sigmask(SIG_UNBLOCK, &term, 0);
-    char ready[4096];
-    snprintf(ready, sizeof ready, "%s.ready", log);
-    close(open(ready, O_WRONLY | O_CREAT | O_CLOEXEC, 0666));
-    for (;;) pause();
-}
 static void *live(void *a) { (void)a; count(log_); return 0; }
 int main(int argc, char **argv) {
     if (argc < 4) return 2;
@@ -692,7 +689,8 @@ int main(int argc, char **argv) {
     if (pthread_create(&t, 0, live, 0)) return 3;
     pthread_exit(0);
 }
-"#;
+"#
+);
 
 /// guardian's child is a process whose main thread exited (a `Z` leader with a live thread):
 /// its child, forked before, now sits in the live thread's `children` file, and must hear the
@@ -700,21 +698,7 @@ int main(int argc, char **argv) {
 #[test]
 fn the_child_of_a_leaderless_child_of_guardian_hears_the_stop_signal() {
     let ctx = Ctx::new("leaderless-parent");
-    let prog = compile(&ctx, "leaderless-parent", LEADERLESS_PARENT);
-    let tag = ctx.tag();
-    let mut g = ctx
-        .guardian()
-        .args(["--grace", "2s"])
-        .script(&format!(
-            "{} parent.log {tag} child.log & \
-             while [ ! -e child.log.ready ] || [ ! -e parent.log.ready ]; do sleep 0.01; done; exit 7",
-            prog.display()
-        ))
-        .spawn();
-    let code = g.wait_code();
-    let ev = g.events();
-    assert_eq!(code, 7, "events {ev:#?}; stderr: {}", g.stderr());
-    ctx.assert_nothing_left();
+    let ev = parent_and_child_logs(&ctx, "leaderless-parent", LEADERLESS_PARENT);
     assert_eq!(lines(&ctx, "parent.log"), ["T"], "the leaderless process's SIGTERMs; events {ev:#?}");
     assert_eq!(lines(&ctx, "child.log"), ["T"], "its child's SIGTERMs; events {ev:#?}");
 }
