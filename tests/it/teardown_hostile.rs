@@ -42,11 +42,13 @@ int main(int argc, char **argv) {
 }
 "#;
 
-/// Counts every SIGTERM it receives (a line in LOG each) and otherwise ignores them; writes
-/// LOG.ready once its handler is in place. argv: LOG TAG [CHILDLOG]: with CHILDLOG, first
-/// forks a child that does the same with CHILDLOG.
-const COUNTER: &str = r#"
+/// The C the counting programs share: `count(LOG)` installs a SIGTERM handler that appends a
+/// line to LOG (unblocking SIGTERM in the calling thread), writes LOG.ready and waits forever.
+macro_rules! counting_prelude {
+    () => {
+        r#"
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -60,17 +62,32 @@ static void count(const char *log) {
     sa.sa_handler = on_term;
     sa.sa_flags = SA_RESTART;
     sigaction(SIGTERM, &sa, 0);
+    sigset_t term;
+    sigemptyset(&term);
+    sigaddset(&term, SIGTERM);
+    pthread_sigmask(SIG_UNBLOCK, &term, 0);
     char ready[4096];
     snprintf(ready, sizeof ready, "%s.ready", log);
     close(open(ready, O_WRONLY | O_CREAT | O_CLOEXEC, 0666));
     for (;;) pause();
 }
+"#
+    };
+}
+
+/// Counts every SIGTERM it receives (a line in LOG each) and otherwise ignores them; writes
+/// LOG.ready once its handler is in place. argv: LOG TAG [CHILDLOG]: with CHILDLOG, first
+/// forks a child that does the same with CHILDLOG.
+const COUNTER: &str = concat!(
+    counting_prelude!(),
+    r#"
 int main(int argc, char **argv) {
     if (argc < 3) return 2;
     if (argc > 3 && fork() == 0) count(argv[3]);
     count(argv[1]);
 }
-"#;
+"#
+);
 
 /// Forks N children that each record the stop signal (a line in LOG, a byte to the parent)
 /// and keep running; the parent ignores the stop signal, writes LOG.ready once every child
@@ -526,44 +543,11 @@ fn each_process_of_a_chain_is_killed_once() {
 // Review: a child forked by a thread other than the main thread is in that thread's
 // `children` file, not the main thread's.
 
-/// The C shared by the programs below: `count(LOG)` installs a SIGTERM handler that appends a
-/// line to LOG, writes LOG.ready and waits forever.
-macro_rules! counting_thread_prelude {
-    () => {
-        r#"
-#include <fcntl.h>
-#include <pthread.h>
-#include <signal.h>
-#include <stdio.h>
-#include <string.h>
-#include <unistd.h>
-static int logfd;
-static void on_term(int s) { (void)s; write(logfd, "T\n", 2); }
-static void count(const char *log) {
-    logfd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0666);
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_term;
-    sa.sa_flags = SA_RESTART;
-    sigaction(SIGTERM, &sa, 0);
-    sigset_t term;
-    sigemptyset(&term);
-    sigaddset(&term, SIGTERM);
-    pthread_sigmask(SIG_UNBLOCK, &term, 0);
-    char ready[4096];
-    snprintf(ready, sizeof ready, "%s.ready", log);
-    close(open(ready, O_WRONLY | O_CREAT | O_CLOEXEC, 0666));
-    for (;;) pause();
-}
-"#
-    };
-}
-
 /// Counts every SIGTERM it receives (a line in LOG) and otherwise ignores them; first starts
 /// a second thread that forks a child which counts its own SIGTERMs in CHILDLOG (and writes
 /// CHILDLOG.ready). argv: LOG TAG CHILDLOG.
 const THREAD_FORKER: &str = concat!(
-    counting_thread_prelude!(),
+    counting_prelude!(),
     r#"
 static const char *childlog;
 static void *forker(void *a) {
@@ -673,7 +657,7 @@ fn stop_signal_once_as_pid1_when_pidfd_open_is_refused_midway() {
 /// (`pthread_exit`) while a second thread counts the process's SIGTERMs in LOG: the child
 /// moves to the live thread's `children` file. argv: LOG TAG CHILDLOG.
 const LEADERLESS_PARENT: &str = concat!(
-    counting_thread_prelude!(),
+    counting_prelude!(),
     r#"
 static const char *log_;
 static void *live(void *a) { (void)a; count(log_); return 0; }
