@@ -75,7 +75,6 @@ impl Tree {
         // signalled earlier had its children read then: what it forked since is a newcomer,
         // for the rescans (chasing each exit of a collapsing chain re-walked it every time).
         let mut left_to_guardian = false;
-        kids.clear();
         let Some(proc) = self.proc.as_mut() else { return 0 };
         if proc.children(&me_stat, &mut kids).is_some() {
             self.children_hint = kids.len();
