@@ -89,13 +89,13 @@ check-generated:
 
 # Debian package (needs cargo-deb: cargo install cargo-deb --locked). Output: target/debian/.
 deb:
-	$(CARGO) deb --package guardian
+	$(CARGO) deb --package treeguardian
 
 # Statically linked glibc build. The explicit --target keeps RUSTFLAGS away from build
 # scripts and proc-macros, which must stay dynamic.
 STATIC_TARGET = $(HOST_TARGET)
 static:
-	RUSTFLAGS="-C target-feature=+crt-static" $(CARGO) build --release --package guardian --target $(STATIC_TARGET)
+	RUSTFLAGS="-C target-feature=+crt-static" $(CARGO) build --release --package treeguardian --target $(STATIC_TARGET)
 	@ls -l target/$(STATIC_TARGET)/release/guardian
 	@file target/$(STATIC_TARGET)/release/guardian 2>/dev/null || true
 
@@ -104,10 +104,10 @@ MUSL_TARGET = $(subst -gnu,-musl,$(HOST_TARGET))
 musl:
 	@rustup target list --installed 2>/dev/null | grep -qx $(MUSL_TARGET) || rustup target add $(MUSL_TARGET) || \
 		{ echo "make musl: could not add the $(MUSL_TARGET) target with rustup; install it and retry" >&2; exit 1; }
-	$(CARGO) build --release --package guardian --target $(MUSL_TARGET)
+	$(CARGO) build --release --package treeguardian --target $(MUSL_TARGET)
 	@ls -l target/$(MUSL_TARGET)/release/guardian
 
-# npm platform packages of @guardian/driver: the static musl guardian for linux-x64 and
+# npm platform packages of treeguardian: the static musl guardian for linux-x64 and
 # linux-arm64 (cross-linked with rust-lld; skipped when its rustup target cannot be added) in
 # packaging/npm/platforms/*/bin/, ELF headers checked, packed with the driver into target/npm/.
 .PHONY: npm-packages

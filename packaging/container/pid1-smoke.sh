@@ -18,7 +18,7 @@ die() { printf 'pid1-smoke: FAIL: %s\n' "$*" >&2; exit 1; }
 command -v unshare >/dev/null || die "needs unshare (util-linux)"
 bin=${GUARDIAN_BIN:-target/release/guardian}
 if [ -z "${GUARDIAN_BIN:-}" ] && [ ! -x "$bin" ]; then
-    cargo build --release --package guardian
+    cargo build --release --package treeguardian
 fi
 bin=$(realpath "$bin")
 work=$(mktemp -d)

@@ -1,11 +1,11 @@
 #!/bin/sh
-# Builds the platform packages of @guardian/driver (the esbuild/biome/swc
+# Builds the platform packages of treeguardian (the esbuild/biome/swc
 # convention: one package per platform, selected by npm through `os`/`cpu`):
 #
 #   platforms/linux-x64/bin/guardian    x86_64-unknown-linux-musl, static
 #   platforms/linux-arm64/bin/guardian  aarch64-unknown-linux-musl, static
 #
-# and packs them with @guardian/driver into $OUT (default target/npm/ at the
+# and packs them with treeguardian into $OUT (default target/npm/ at the
 # repository root). Each binary's ELF header is checked (machine, no
 # interpreter). The host's platform must build; another one is cross-linked
 # with rust-lld (shipped with rustup, no C cross toolchain needed) and skipped
@@ -34,7 +34,7 @@ build() { # build TRIPLE DIR MACHINE
       # runs on any distribution.
       gnu=$(echo "$triple" | sed 's/-musl$/-gnu/')
       echo "build-packages: the rustup target $triple cannot be added; building $dir as static glibc ($gnu, crt-static) instead"
-      (cd "$root" && RUSTFLAGS="-C target-feature=+crt-static" $CARGO build --release --package guardian --target "$gnu")
+      (cd "$root" && RUSTFLAGS="-C target-feature=+crt-static" $CARGO build --release --package treeguardian --target "$gnu")
       finish "$root/target/$gnu/release/guardian" "$dir" "$machine"
       return 0
     fi
@@ -42,12 +42,12 @@ build() { # build TRIPLE DIR MACHINE
     return 0
   fi
   if [ $native = 1 ]; then
-    (cd "$root" && $CARGO build --release --package guardian --target "$triple")
+    (cd "$root" && $CARGO build --release --package treeguardian --target "$triple")
   else
     # Cross-link with the rust-lld that rustup ships; musl targets need no C code.
     var=$(echo "$triple" | tr 'a-z-' 'A-Z_')
     if ! (cd "$root" && env "CARGO_TARGET_${var}_LINKER=rust-lld" "CARGO_TARGET_${var}_RUSTFLAGS=-C linker-flavor=ld.lld" \
-      $CARGO build --release --package guardian --target "$triple"); then
+      $CARGO build --release --package treeguardian --target "$triple"); then
       echo "build-packages: SKIPPED $dir: cross-building $triple with rust-lld failed (output above)"
       return 0
     fi
@@ -61,7 +61,7 @@ finish() { # finish BINARY DIR MACHINE: check, place, record
   install -D -m 0755 "$bin" "$npmdir/platforms/$dir/bin/guardian"
   pv=$(node -p "require('$npmdir/platforms/$dir/package.json').version")
   if [ "$pv" != "$version" ]; then
-    echo "build-packages: platforms/$dir/package.json has version $pv, @guardian/driver has $version" >&2
+    echo "build-packages: platforms/$dir/package.json has version $pv, treeguardian has $version" >&2
     exit 1
   fi
   built="$built $dir"

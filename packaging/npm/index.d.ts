@@ -1,4 +1,4 @@
-// Type declarations for @guardian/driver (hand-written; see index.js).
+// Type declarations for treeguardian (hand-written; see index.js).
 // The event interfaces follow the event table of docs/contract.md in the
 // guardian repository; test/contract.test.js checks them against it.
 import type { ChildProcess, IOType } from 'node:child_process';
@@ -297,7 +297,7 @@ export declare function locateGuardian(options?: GuardedOptions, env?: NodeJS.Pr
   { path: string; source: GuardianSource };
 /** locateGuardian(...).path */
 export declare function resolveGuardianPath(options?: GuardedOptions, env?: NodeJS.ProcessEnv): string;
-/** '@guardian/driver-linux-x64' or '-arm64' for this system, else null. */
+/** 'treeguardian-linux-x64' or '-arm64' for this system, else null. */
 export declare function platformPackage(platform?: string, arch?: string): string | null;
 /** Now on CLOCK_MONOTONIC in seconds: the clock of the events' `ts`. */
 export declare function monotonicNow(): number;

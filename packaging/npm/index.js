@@ -1,4 +1,4 @@
-// @guardian/driver: start a provider under guardian and follow its JSON events.
+// treeguardian: start a provider under guardian and follow its JSON events.
 //
 // guardian's contract (docs/contract.md in the guardian repository) fixes the
 // command line, the exit codes and the event lines this module relies on:
@@ -200,8 +200,8 @@ export function platformPackage(platform = process.platform, arch = process.arch
 }
 
 const PLATFORM_PACKAGES = {
-  x64: '@guardian/driver-linux-x64',
-  arm64: '@guardian/driver-linux-arm64',
+  x64: 'treeguardian-linux-x64',
+  arm64: 'treeguardian-linux-arm64',
 };
 
 const require = createRequire(import.meta.url);
@@ -225,7 +225,7 @@ function fromPlatformPackage(pkg) {
   try {
     manifest = require.resolve(`${pkg}/package.json`);
   } catch {
-    return { path: null, why: `${pkg} is not installed (npm installs it as an optional dependency of @guardian/driver; it is missing after --omit=optional, --no-optional or a lockfile made on another platform)` };
+    return { path: null, why: `${pkg} is not installed (npm installs it as an optional dependency of treeguardian; it is missing after --omit=optional, --no-optional or a lockfile made on another platform)` };
   }
   const file = join(dirname(manifest), 'bin', 'guardian');
   if (!executable(file)) return { path: null, why: `${pkg} is installed but ${file} is not an executable file` };
@@ -243,7 +243,7 @@ function fromPath(pathVar) {
 
 /**
  * Where the guardian binary is, and which rule found it: options.guardianPath,
- * else $GUARDIAN_BIN, else the platform package (@guardian/driver-linux-x64 or
+ * else $GUARDIAN_BIN, else the platform package (treeguardian-linux-x64 or
  * -arm64), else `guardian` on PATH. Throws a GuardianError (status 125) naming
  * all four when none applies.
  */
@@ -259,7 +259,7 @@ export function locateGuardian(options = {}, env = process.env) {
   throw new GuardianError(
     'guardian binary not found: options.guardianPath is not set; $GUARDIAN_BIN is not set; '
       + `platform package: ${shipped.why}; no executable "guardian" on PATH (${pathVar ?? 'unset'}). `
-      + 'Fix: reinstall @guardian/driver with optional dependencies, or pass guardianPath, or set GUARDIAN_BIN, '
+      + 'Fix: reinstall treeguardian with optional dependencies, or pass guardianPath, or set GUARDIAN_BIN, '
       + 'or put guardian on PATH.',
     { status: 125, code: 'GUARDIAN_NOT_FOUND' },
   );

@@ -4,13 +4,13 @@
 // gone at `released`. Prints one line; exits non-zero on any failure.
 import { readdirSync, readFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
-import { spawnGuarded, locateGuardian, platformPackage } from '@guardian/driver';
+import { spawnGuarded, locateGuardian, platformPackage } from 'treeguardian';
 
 const fail = (msg) => { console.error(`pack-smoke: ${msg}`); process.exit(1); };
 if (process.env.GUARDIAN_BIN) fail('GUARDIAN_BIN is set');
 const where = locateGuardian();
 if (where.source !== platformPackage()) fail(`binary found through ${where.source} (${where.path}), not ${platformPackage()}`);
-if (!where.path.includes('/node_modules/@guardian/driver-linux-')) fail(`unexpected binary path ${where.path}`);
+if (!where.path.includes('/node_modules/treeguardian-linux-')) fail(`unexpected binary path ${where.path}`);
 
 const nonce = `guardian-pack-${process.pid}-${randomBytes(4).toString('hex')}`;
 const procsWith = () => readdirSync('/proc').filter((n) => /^\d+$/.test(n)).filter((n) => {

@@ -99,12 +99,12 @@ test('no guardian anywhere: the error names all four places and the fix', () => 
     assert.equal(e.status, 125);
     assert.match(e.message, /guardianPath/);
     assert.match(e.message, /GUARDIAN_BIN/);
-    assert.match(e.message, /@guardian\/driver-linux-(x64|arm64)|no platform package/);
+    assert.match(e.message, /treeguardian-linux-(x64|arm64)|no platform package/);
     assert.match(e.message, /PATH \(\/nonexistent\)/);
     return true;
   });
-  assert.equal(platformPackage('linux', 'x64'), '@guardian/driver-linux-x64');
-  assert.equal(platformPackage('linux', 'arm64'), '@guardian/driver-linux-arm64');
+  assert.equal(platformPackage('linux', 'x64'), 'treeguardian-linux-x64');
+  assert.equal(platformPackage('linux', 'arm64'), 'treeguardian-linux-arm64');
   assert.equal(platformPackage('darwin', 'arm64'), null);
 });
 

@@ -1,5 +1,5 @@
 #!/bin/sh
-# The install proof: `npm pack` @guardian/driver and this host's platform
+# The install proof: `npm pack` treeguardian and this host's platform
 # package (platforms/linux-<arch>, built by build-packages.sh / `make
 # npm-packages`), install both tarballs into an empty directory, offline, with
 # no guardian on PATH and no GUARDIAN_BIN, and run a provider through the
@@ -49,7 +49,7 @@ ls "$tmp"/*.tgz | sed 's/^/pack: tarball /'
 for t in "$tmp"/*.tgz; do
   tar -tzf "$t" | grep -q '^package/package.json$' || ko "$t has no package.json"
 done
-tar -tzf "$tmp/guardian-driver-$dir-"*.tgz | grep -qx 'package/bin/guardian' || ko "the $dir tarball has no bin/guardian"
+tar -tzf "$tmp/treeguardian-$dir-"*.tgz | grep -qx 'package/bin/guardian' || ko "the $dir tarball has no bin/guardian"
 
 proj=$tmp/project
 mkdir -p "$proj"
@@ -59,13 +59,13 @@ cp "$npmdir/support/pack-smoke.mjs" "$proj/smoke.mjs"
 # platform's optional dependency cannot be fetched and is skipped, as npm does
 # for any optional dependency that does not apply.
 if (cd "$proj" && env -u GUARDIAN_BIN PATH="$cleanpath" npm install --offline --cache "$tmp/cache" \
-      --no-audit --no-fund "$tmp"/guardian-driver-0*.tgz "$tmp/guardian-driver-$dir-"*.tgz >"$tmp/install.log" 2>&1); then
+      --no-audit --no-fund "$tmp"/treeguardian-0*.tgz "$tmp/treeguardian-$dir-"*.tgz >"$tmp/install.log" 2>&1); then
   ok "npm install of the tarballs into an empty directory"
 else
   ko "npm install of the tarballs:"; sed 's/^/  /' "$tmp/install.log"
 fi
-[ -x "$proj/node_modules/@guardian/driver-$dir/bin/guardian" ] && ok "node_modules/@guardian/driver-$dir/bin/guardian is executable" ||
-  ko "node_modules/@guardian/driver-$dir/bin/guardian is missing"
+[ -x "$proj/node_modules/treeguardian-$dir/bin/guardian" ] && ok "node_modules/treeguardian-$dir/bin/guardian is executable" ||
+  ko "node_modules/treeguardian-$dir/bin/guardian is missing"
 
 run() { # run NAME RUNTIME
   if out=$(cd "$proj" && env -u GUARDIAN_BIN PATH="$cleanpath" "$2" smoke.mjs 2>&1); then

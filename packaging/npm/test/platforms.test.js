@@ -20,7 +20,7 @@ const PLATFORMS = [
 for (const p of PLATFORMS) {
   test(`platform package ${p.dir}: manifest`, () => {
     const m = JSON.parse(readFileSync(here(`../platforms/${p.dir}/package.json`), 'utf8'));
-    assert.equal(m.name, `@guardian/driver-${p.dir}`);
+    assert.equal(m.name, `treeguardian-${p.dir}`);
     assert.equal(m.name, platformPackage('linux', p.cpu));
     assert.equal(m.version, driver.version);
     assert.deepEqual(m.os, ['linux']);

@@ -1,7 +1,7 @@
-// Idiomatic use of @guardian/driver; must compile with `tsc --strict`
+// Idiomatic use of treeguardian; must compile with `tsc --strict`
 // (test/types.sh). Lines marked @ts-expect-error must stay errors: they prove
 // the types are narrow, not merely permissive. Never run, only type-checked.
-import { spawnGuarded, guardedCommand, monotonicNow, GuardianError, type GuardianEvent, type ReleasedEvent } from '@guardian/driver';
+import { spawnGuarded, guardedCommand, monotonicNow, GuardianError, type GuardianEvent, type ReleasedEvent } from 'treeguardian';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 
