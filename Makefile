@@ -87,6 +87,12 @@ check-generated:
 		echo "check-generated: stale generated files; run 'make man completions' and commit" >&2; exit 1; \
 	fi
 
+# spec/events.json (for the Node and Python drivers) from crates/spec/src/events.rs. A stale
+# file fails `cargo test -p treeguardian-spec` (crates/spec/tests/generated.rs).
+.PHONY: spec-events
+spec-events:
+	GUARDIAN_BLESS=1 $(CARGO) test --quiet --package treeguardian-spec --test generated
+
 # Debian package (needs cargo-deb: cargo install cargo-deb --locked). Output: target/debian/.
 deb:
 	$(CARGO) deb --package treeguardian
