@@ -407,3 +407,67 @@ fn serializer_follows_the_spec_table() {
         }
     }
 }
+
+/// The Rust client reads every line the serializer writes into its typed variant, with the
+/// values written (every `Option` set, and each of them unset).
+#[test]
+fn the_client_reads_every_line() {
+    use treeguardian_client::Event as Client;
+    for event in every_event().iter().filter(|e| !matches!(e, Event::TestPause { .. })) {
+        let line = event.to_line(Duration::from_micros(1_500_000));
+        let parsed = Client::parse(&line).unwrap_or_else(|e| panic!("client refused {line}: {e}"));
+        assert_eq!(parsed.name(), Some(event.name()), "{line}");
+    }
+    let exit = Event::Exit { pid: 4242, code: None, signal: Some("SIGKILL".into()), core_dumped: true };
+    assert_eq!(
+        Client::parse(&exit.to_line(Duration::from_secs(2))).unwrap(),
+        Client::Exit { ts: 2.0, pid: 4242, code: None, signal: Some("SIGKILL".into()), core_dumped: true }
+    );
+    let signal = Event::Signal(Signal {
+        signal: "SIGTERM".into(),
+        target: "descendants",
+        pid: None,
+        cgroup: None,
+        pids: Some(vec![7, 8]),
+        reason: "stop".into(),
+    });
+    assert_eq!(
+        Client::parse(&signal.to_line(Duration::from_secs(2))).unwrap(),
+        Client::Signal {
+            ts: 2.0,
+            signal: "SIGTERM".into(),
+            target: "descendants".into(),
+            pid: None,
+            cgroup: None,
+            pids: Some(vec![7, 8]),
+            reason: "stop".into()
+        }
+    );
+    let usage = Usage { user: Duration::from_micros(1500), system: Duration::from_micros(250), max_rss_kb: 2048 };
+    let released = Event::Released(Released {
+        status: 3,
+        signalled: None,
+        killed: 1,
+        reaped: 2,
+        teardown_ms: 2.5,
+        cgroup: None,
+        oom_kill: Some(0),
+        provider: usage,
+        tree: usage,
+    });
+    match Client::parse(&released.to_line(Duration::from_secs(2))).unwrap() {
+        Client::Released(r) => {
+            assert_eq!((r.status, r.signalled, r.killed, r.reaped, r.oom_kill), (3, None, 1, 2, Some(0)));
+            assert_eq!(
+                (r.teardown_ms, r.provider_user_ms, r.tree_system_ms, r.tree_max_rss_kb),
+                (2.5, 1.5, 0.25, 2048)
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    let error = Event::Error { status: 125, message: "m".into(), abandoned: None };
+    assert_eq!(
+        Client::parse(&error.to_line(Duration::from_secs(2))).unwrap(),
+        Client::Error { ts: 2.0, status: 125, message: "m".into(), unkillable: None, remaining: None }
+    );
+}
