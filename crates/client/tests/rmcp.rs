@@ -25,6 +25,8 @@ const LIMIT: Duration = Duration::from_secs(20);
 /// then keeps running (and both ignore SIGTERM: the `sh` wrapper set SIG_IGN before exec).
 fn server(mode: &str, tag: &str) {
     let exe = std::env::current_exe().expect("current_exe");
+    // Never waited for on purpose: the helper outlives the server; guardian reaps it.
+    #[allow(clippy::zombie_processes)]
     let _helper = std::process::Command::new("setsid")
         .arg(&exe)
         .args(["--sleep", tag])
