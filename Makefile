@@ -37,6 +37,9 @@ SKIP_LOG = target/test-skips.log
 test:
 	@mkdir -p target && rm -f $(SKIP_LOG)
 	GUARDIAN_TEST_SKIP_LOG=$(CURDIR)/$(SKIP_LOG) $(CARGO) test --all-targets
+	# The spec crate (spec/events.json current) and the Rust client (its rmcp tests included;
+	# they run the guardian the line above built, target/debug/guardian).
+	$(CARGO) test --package treeguardian-spec --package treeguardian-client
 	@missing=$$(sed -n 's/^SKIPPED: \(.*\): needs the test-hooks feature.*/\1/p' $(SKIP_LOG) 2>/dev/null | \
 		grep -vxF $(foreach t,$(HOOK_TESTS),-e $(t))); \
 	if [ -n "$$missing" ]; then echo "make test: add to HOOK_TESTS (they need test-hooks): $$missing" >&2; exit 1; fi
@@ -45,6 +48,7 @@ test:
 lint:
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	RUSTDOCFLAGS=-Dwarnings $(CARGO) doc --quiet --package treeguardian-client --no-deps --all-features
 
 install: release
 	install -D -m 0755 $(DIST) $(DESTDIR)$(PREFIX)/bin/guardian
