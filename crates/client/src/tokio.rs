@@ -146,6 +146,10 @@ impl AsyncChild {
         self.tracker.finished()
     }
 
+    pub(crate) fn reaped(&self) -> bool {
+        self.guard.child.is_none()
+    }
+
     pub(crate) async fn reap(&mut self) -> io::Result<std::process::ExitStatus> {
         let mut child = self.guard.child.take().ok_or_else(|| io::Error::other("guardian was already reaped"))?;
         match child.try_wait()? {

@@ -60,6 +60,9 @@ impl GuardianTransport {
             // guardian's grace bounds this: then it SIGKILLs the tree and releases it.
             drain(&mut self.child).await;
         }
+        if self.child.reaped() {
+            return Ok(()); // a second close()
+        }
         self.child.reap().await.map(drop)
     }
 }

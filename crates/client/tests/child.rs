@@ -156,7 +156,28 @@ fn option_flags_are_guardians() {
     let spec = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../spec/options.json");
     if let Ok(text) = std::fs::read_to_string(&spec) {
         for flag in treeguardian_client::option_flags() {
-            assert!(text.contains(&format!("\"{flag}\"")), "spec/options.json does not list {flag}");
+            let name = flag.trim_start_matches('-');
+            assert!(
+                text.contains(&format!("\"{flag}\"")) || text.contains(&format!("\"{name}\"")),
+                "spec/options.json does not list {flag}"
+            );
         }
     }
+}
+
+/// The crate never sends SIGKILL (to guardian or anyone): a SIGKILLed guardian orphans the
+/// tree. Its only signal is SIGTERM, through the pidfd (or the unreaped pid).
+#[test]
+fn the_crate_never_sends_sigkill() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut signals = 0;
+    for entry in std::fs::read_dir(&dir).expect("src") {
+        let path = entry.expect("entry").path();
+        let text = std::fs::read_to_string(&path).expect("read");
+        for needle in ["Signal::KILL", "libc::SIGKILL", "libc::kill(", ".kill()", "start_kill"] {
+            assert!(!text.contains(needle), "{} contains {needle}", path.display());
+        }
+        signals += text.matches("Signal::TERM").count();
+    }
+    assert_eq!(signals, 2, "the pidfd and the pid fallback, both SIGTERM");
 }
