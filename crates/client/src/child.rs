@@ -87,11 +87,16 @@ impl Guard {
     /// SIGTERM to guardian: a stop request (a second one while it stops kills now).
     pub(crate) fn signal(&self) -> io::Result<()> {
         let Some(child) = &self.child else { return Ok(()) };
-        match &self.pidfd {
-            Some(fd) => rustix::process::pidfd_send_signal(fd, Signal::TERM).map_err(io::Error::from),
+        let sent = match &self.pidfd {
+            Some(fd) => rustix::process::pidfd_send_signal(fd, Signal::TERM),
             // No pidfd (a kernel before 5.3, or seccomp): guardian is our unreaped child, so its
             // pid cannot have been reused yet.
-            None => rustix::process::kill_process(Pid::from_child(child), Signal::TERM).map_err(io::Error::from),
+            None => rustix::process::kill_process(Pid::from_child(child), Signal::TERM),
+        };
+        match sent {
+            // guardian already exited (not yet reaped): nothing left to stop.
+            Err(rustix::io::Errno::SRCH) => Ok(()),
+            other => other.map_err(io::Error::from),
         }
     }
 }

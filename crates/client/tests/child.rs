@@ -181,3 +181,21 @@ fn the_crate_never_sends_sigkill() {
     }
     assert_eq!(signals, 2, "the pidfd and the pid fallback, both SIGTERM");
 }
+
+/// A stop request after guardian released the tree (and exited, unreaped) is not an error.
+#[test]
+fn stop_after_release_is_ok() {
+    let mut child = sh("exit 0").spawn().expect("spawn");
+    while child.next_event().is_some() {}
+    // Wait until guardian is a zombie (exited, not reaped): the signal then finds no process.
+    let stat = format!("/proc/{}/stat", child.guardian_pid());
+    let end = std::time::Instant::now() + LIMIT;
+    while !std::fs::read_to_string(&stat).unwrap_or_default().rsplit_once(") ").is_some_and(|(_, r)| r.starts_with('Z'))
+    {
+        assert!(std::time::Instant::now() < end, "guardian did not exit");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    child.stop().expect("stop after release");
+    child.kill_now().expect("kill_now after release");
+    assert_eq!(child.wait().expect("released").status, 0);
+}
