@@ -6,16 +6,33 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 /// The guardian under test: `$GUARDIAN_BIN`, else the workspace's `target/<profile>/guardian`
-/// (`cargo test --workspace` builds it; `cargo build -p treeguardian` does too).
+/// (`cargo test --workspace` builds it). When that is missing (`cargo test -p
+/// treeguardian-client` on a fresh checkout), it is built once with `cargo build -p treeguardian`.
 pub fn guardian() -> PathBuf {
-    if let Some(p) = std::env::var_os("GUARDIAN_BIN") {
-        return PathBuf::from(p);
-    }
-    let exe = std::env::current_exe().expect("current_exe");
-    // target/<profile>/deps/<test> → target/<profile>/guardian
-    let bin = exe.parent().and_then(|d| d.parent()).expect("target dir").join("guardian");
-    assert!(bin.is_file(), "{} missing: run `cargo build -p treeguardian` (or set GUARDIAN_BIN)", bin.display());
-    bin
+    static BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BIN.get_or_init(|| {
+        if let Some(p) = std::env::var_os("GUARDIAN_BIN") {
+            return PathBuf::from(p);
+        }
+        let exe = std::env::current_exe().expect("current_exe");
+        // target/<profile>/deps/<test> → target/<profile>/guardian
+        let profile_dir = exe.parent().and_then(|d| d.parent()).expect("target dir").to_path_buf();
+        let bin = profile_dir.join("guardian");
+        if !bin.is_file() {
+            let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+            let mut build = std::process::Command::new(cargo);
+            build.args(["build", "--package", "treeguardian", "--bin", "guardian"]);
+            if profile_dir.ends_with("release") {
+                build.arg("--release");
+            }
+            let status =
+                build.current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")).status().expect("cargo build");
+            assert!(status.success(), "cargo build -p treeguardian failed");
+        }
+        assert!(bin.is_file(), "{} missing: run `cargo build -p treeguardian` (or set GUARDIAN_BIN)", bin.display());
+        bin
+    })
+    .clone()
 }
 
 /// A tag unique to this test run and call, put in the argv of every process a test starts.
