@@ -128,7 +128,7 @@ impl Cli {
     }
 }
 
-/// The help texts, clap's renderings of `spec.rs` written by `xtask man` (`make man`); the
+/// The help texts, clap's renderings of the option table written by `xtask man` (`make man`); the
 /// unit tests fail when they are stale. `-h` prints the short one, `--help` the long one (the
 /// subcommands have one rendering for both, as with clap). `[env: NAME=]` is completed with the
 /// variable's value when printed (`parse::with_env_values`), as clap did.
