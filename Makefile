@@ -37,6 +37,7 @@ SKIP_LOG = target/test-skips.log
 test:
 	@mkdir -p target && rm -f $(SKIP_LOG)
 	GUARDIAN_TEST_SKIP_LOG=$(CURDIR)/$(SKIP_LOG) $(CARGO) test --all-targets
+	$(CARGO) test --package treeguardian-spec --package xtask
 	@missing=$$(sed -n 's/^SKIPPED: \(.*\): needs the test-hooks feature.*/\1/p' $(SKIP_LOG) 2>/dev/null | \
 		grep -vxF $(foreach t,$(HOOK_TESTS),-e $(t))); \
 	if [ -n "$$missing" ]; then echo "make test: add to HOOK_TESTS (they need test-hooks): $$missing" >&2; exit 1; fi

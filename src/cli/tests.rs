@@ -394,6 +394,15 @@ fn consumed_variables_are_the_ones_clap_reads() {
     assert_eq!(names, ours);
 }
 
+/// spec/options.json (for the drivers) is the table's rendering now.
+#[test]
+fn options_json_is_up_to_date() {
+    assert!(
+        include_str!("../../spec/options.json") == treeguardian_spec::options::to_json(),
+        "spec/options.json is stale: run 'make options' and commit it"
+    );
+}
+
 /// `Cli::set` gives every option of the table a field: a value of the option's kind changes
 /// what the parser returns (a missing arm in `set` would be lost by both parsers alike).
 #[test]

@@ -12,7 +12,6 @@
 //! check-generated` can diff it against the checked-in files.
 
 mod man;
-mod options;
 
 use std::fs;
 use std::io;
@@ -118,6 +117,6 @@ fn write_completions(dir: &Path) -> io::Result<Vec<PathBuf>> {
 fn write_options(dir: &Path) -> io::Result<Vec<PathBuf>> {
     fs::create_dir_all(dir)?;
     let path = dir.join("options.json");
-    fs::write(&path, options::to_json())?;
+    fs::write(&path, treeguardian_spec::options::to_json())?;
     Ok(vec![path])
 }

@@ -12,6 +12,9 @@
 //! constants, so the binary holds no table of pointers that static-pie relocation would write
 //! at every start (bench/profile.md, step 2).
 
+mod json;
+pub use json::to_json;
+
 /// The kind of value an option takes: how guardian parses it, and what a driver may pass.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {

@@ -1,8 +1,9 @@
-//! options: `spec/options.json`, the option table (`crates/spec/src/options.rs`) for the
-//! drivers (Node, Python, Rust), which check the options they pass against it. One option per
-//! line, in the table's order; written by hand (no serde), deterministic.
+//! options::json: `spec/options.json`, the option table for the drivers (Node, Python, Rust),
+//! which check the options they pass against it. One option per line, in the table's order;
+//! written by hand (no serde), deterministic. xtask writes it (`make options`); guardian's unit
+//! tests fail when the checked-in file differs.
 
-use treeguardian_spec::options::{Commands, Kind, Opt};
+use super::{Commands, Kind, Opt};
 
 fn string(s: &str) -> String {
     let mut out = String::from("\"");
@@ -85,9 +86,11 @@ const KINDS: &[(&str, &str)] = &[
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
     fn every_kind_is_described() {
-        for &o in treeguardian_spec::options::Opt::ALL {
+        for &o in Opt::ALL {
             let name = o.kind().name();
             assert!(super::KINDS.iter().any(|(k, _)| *k == name), "{name}");
         }
