@@ -289,11 +289,13 @@ mod tests {
             assert!(!s.long.is_empty() && !s.help.is_empty() && !s.help.ends_with('.'), "{o:?}");
             assert_eq!(s.kind.takes_value(), s.value_name.is_some(), "{o:?}: a value name iff it takes a value");
             assert!(s.env.is_none_or(|e| e.starts_with("GUARDIAN_")), "{o:?}");
-            // Within a command, names are unique.
+            // Within a command, names are unique, and at most one option counts (the parser
+            // keeps one count per command).
             for c in [Commands::MAIN, Commands::SWEEP, Commands::DOCTOR] {
                 if !s.commands.has(c) {
                     continue;
                 }
+                assert!(Opt::of(c).filter(|p| matches!(p.kind(), Kind::Count(_))).count() <= 1, "{c:?}");
                 for p in Opt::of(c).filter(|&p| p != o) {
                     assert_ne!(p.long(), s.long, "{o:?} and {p:?}");
                     assert!(s.short.is_none() || p.short() != s.short, "{o:?} and {p:?}");
