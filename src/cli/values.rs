@@ -44,8 +44,11 @@ pub fn parse_value(kind: Kind, value: &OsStr) -> Result<Value, String> {
             None => return Err(format!("use {}", words.replace(' ', " or "))),
         },
         Kind::Fd => {
-            let n = text.parse::<i64>().ok().and_then(|n| i32::try_from(n).ok()).filter(|n| *n >= 0);
-            Value::Fd(n.ok_or("use the number of an open file descriptor (0 to 2147483647)")?)
+            let n = text.parse::<i64>().ok().filter(|n| *n >= 0);
+            let fd = n.map(i32::try_from).transpose().map_err(|_| {
+                too_large("file descriptor number", text, "2147483647: use the number of an open file descriptor")
+            })?;
+            Value::Fd(fd.ok_or("use the number of an open file descriptor (0 to 2147483647)")?)
         }
         Kind::Size => Value::Text(parse_memory(text)?),
         Kind::Limit => Value::Text(parse_pids(text)?),
@@ -56,6 +59,19 @@ pub fn parse_value(kind: Kind, value: &OsStr) -> Result<Value, String> {
         ),
         Kind::Path | Kind::Help | Kind::Version => return Err("this option takes no value".into()),
     })
+}
+
+/// A number the user wrote correctly but that cannot be held: too large, with the maximum.
+fn too_large(what: &str, text: &str, max: &str) -> String {
+    format!("{what} '{text}' is too large: the maximum is {max}")
+}
+
+/// Parses digits as a `u64`: `Ok(None)` when they are not digits, `Err` when too large.
+fn digits(num: &str, too_big: impl FnOnce() -> String) -> Result<Option<u64>, String> {
+    if num.is_empty() || !num.bytes().all(|b| b.is_ascii_digit()) {
+        return Ok(None);
+    }
+    num.parse().map(Some).map_err(|_| too_big())
 }
 
 /// clap's `BoolishValueParser`, for a flag's variable.
@@ -128,14 +144,17 @@ pub fn parse_memory(text: &str) -> Result<String, String> {
         }
         _ => (t, 1),
     };
-    let n: u64 = num.parse().map_err(|_| bad())?;
-    n.checked_mul(mul).map(|v| v.to_string()).ok_or_else(bad)
+    let big =
+        || too_large("memory size", text, "18446744073709551615 bytes (just under 16777216T); use max for no limit");
+    let n = digits(num, big)?.ok_or_else(bad)?;
+    n.checked_mul(mul).map(|v| v.to_string()).ok_or_else(big)
 }
 
 /// `--pids-max`: `max` or a positive count.
 pub fn parse_pids(text: &str) -> Result<String, String> {
     let t = text.trim();
-    if t == "max" || t.parse::<u64>().is_ok_and(|n| n > 0) {
+    let big = || too_large("process count", text, "18446744073709551615; use max for no limit");
+    if t == "max" || digits(t, big)?.is_some_and(|n| n > 0) {
         Ok(t.into())
     } else {
         Err(format!("invalid process count '{text}': use a positive number or max"))
@@ -153,8 +172,13 @@ pub fn parse_cpu(text: &str) -> Result<String, String> {
     let parts: Vec<&str> = text.split_whitespace().collect();
     match parts.as_slice() {
         [q, p] => {
-            let period: u64 = p.parse().map_err(|_| bad())?;
-            if !(1000..=1_000_000).contains(&period) || !(*q == "max" || q.parse::<u64>().is_ok_and(|v| v >= 1000)) {
+            let big = || too_large("CPU period", text, "1000000 microseconds");
+            let period = digits(p, big)?.ok_or_else(bad)?;
+            if period > 1_000_000 {
+                return Err(big());
+            }
+            let big = || too_large("CPU quota", text, "18446744073709551615 microseconds; use max for no limit");
+            if period < 1000 || !(*q == "max" || digits(q, big)?.is_some_and(|v| v >= 1000)) {
                 return Err(bad());
             }
             Ok(format!("{q} {period}"))
@@ -162,7 +186,10 @@ pub fn parse_cpu(text: &str) -> Result<String, String> {
         ["max"] => Ok("max 100000".into()),
         [cpus] => {
             let v: f64 = cpus.parse().map_err(|_| bad())?;
-            if !(v.is_finite() && v > 0.0 && v <= 4096.0) {
+            if v > 4096.0 {
+                return Err(too_large("CPU limit", text, "4096 CPUs; use max for no limit"));
+            }
+            if !(v.is_finite() && v > 0.0) {
                 return Err(bad());
             }
             let quota = ((v * 100_000.0).round() as u64).max(1000);
@@ -244,5 +271,32 @@ mod tests {
         assert_eq!(parse_cpu("50000 100000").as_deref(), Ok("50000 100000"));
         assert_eq!(parse_cpu("max").as_deref(), Ok("max 100000"));
         assert!(parse_cpu("fast").is_err() && parse_cpu("0").is_err() && parse_cpu("5 100000").is_err());
+    }
+
+    /// A number written correctly but too large to hold is called too large, with the maximum
+    /// (issue 22.3's class), not malformed.
+    #[test]
+    fn too_large_is_not_malformed() {
+        let cases: [(&str, fn(&str) -> Result<String, String>, &str); 7] = [
+            ("memory", parse_memory, "18446744073709551616"),
+            ("memory", parse_memory, "16777216T"),
+            ("pids", parse_pids, "18446744073709551616"),
+            ("cpu", parse_cpu, "4097"),
+            ("cpu", parse_cpu, "1e400"),
+            ("cpu", parse_cpu, "99999999999999999999 100000"),
+            ("cpu", parse_cpu, "50000 1000001"),
+        ];
+        for (what, parse, text) in cases {
+            let e = parse(text).expect_err(text);
+            assert!(e.contains("too large") && e.contains("the maximum is"), "{what} {text}: {e}");
+        }
+        let e = parse_value(Kind::Fd, OsStr::new("2147483648")).expect_err("fd");
+        assert!(e.contains("too large") && e.contains("2147483647"), "{e}");
+        // Malformed stays malformed.
+        for (parse, text) in [(parse_memory as fn(&str) -> _, "12X"), (parse_pids, "-1"), (parse_cpu, "fast")] {
+            let e = parse(text).expect_err(text);
+            assert!(!e.contains("too large"), "{text}: {e}");
+        }
+        assert_eq!(parse_memory("16777215T").as_deref(), Ok("18446742974197923840"));
     }
 }

@@ -140,6 +140,22 @@ fn a_duration_too_large_to_hold_says_so_and_gives_the_maximum() {
     assert_eq!(out.status.code(), Some(0), "{out:?}");
 }
 
+/// The same class for the other numbers: a limit or an fd number written correctly but too
+/// large to hold is called too large, with the maximum.
+#[test]
+fn a_number_too_large_to_hold_says_so_and_gives_the_maximum() {
+    for (args, vars) in [
+        (&["--memory-max", "16777216T"][..], &[][..]),
+        (&["--pids-max=18446744073709551616"], &[]),
+        (&["--cpu-max", "4097"], &[]),
+        (&["--events-fd=2147483648"], &[]),
+        (&[], &[("GUARDIAN_MEMORY_MAX", "18446744073709551616")]),
+        (&[], &[("GUARDIAN_CPU_MAX", "50000 1000001")]),
+    ] {
+        assert_refused_before_start(args, vars, &["too large", "the maximum is"]);
+    }
+}
+
 /// Issue 22.4: `--timeout 0` and `GUARDIAN_TIMEOUT=0` mean no timeout, as with coreutils
 /// timeout: the provider runs to its own end and its status is guardian's, no `stopping` event.
 #[test]
