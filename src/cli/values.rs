@@ -277,7 +277,8 @@ mod tests {
     /// (issue 22.3's class), not malformed.
     #[test]
     fn too_large_is_not_malformed() {
-        let cases: [(&str, fn(&str) -> Result<String, String>, &str); 7] = [
+        type Parser = fn(&str) -> Result<String, String>;
+        let cases: [(&str, Parser, &str); 7] = [
             ("memory", parse_memory, "18446744073709551616"),
             ("memory", parse_memory, "16777216T"),
             ("pids", parse_pids, "18446744073709551616"),
@@ -293,7 +294,7 @@ mod tests {
         let e = parse_value(Kind::Fd, OsStr::new("2147483648")).expect_err("fd");
         assert!(e.contains("too large") && e.contains("2147483647"), "{e}");
         // Malformed stays malformed.
-        for (parse, text) in [(parse_memory as fn(&str) -> _, "12X"), (parse_pids, "-1"), (parse_cpu, "fast")] {
+        for (parse, text) in [(parse_memory as Parser, "12X"), (parse_pids, "-1"), (parse_cpu, "fast")] {
             let e = parse(text).expect_err(text);
             assert!(!e.contains("too large"), "{text}: {e}");
         }
