@@ -309,6 +309,27 @@ mod tests {
         }
     }
 
+    /// docs/contract.md's option table names every option of guardian and its variable, and
+    /// the README's names every option (the help, man page and completions are generated).
+    #[test]
+    fn the_docs_name_every_option() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let read = |rel: &str| std::fs::read_to_string(root.join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"));
+        let (contract, readme) = (read("docs/contract.md"), read("README.md"));
+        let rows =
+            |text: &str| -> Vec<String> { text.lines().filter(|l| l.starts_with("| `-")).map(String::from).collect() };
+        let (contract, readme) = (rows(&contract), rows(&readme));
+        for o in Opt::of(Commands::MAIN).filter(|o| !matches!(o.kind(), Kind::Help | Kind::Version)) {
+            let long = format!("--{}", o.long());
+            let row = contract.iter().find(|r| r.contains(&format!("`{long}")) || r.contains(&format!(" {long}")));
+            let row = row.unwrap_or_else(|| panic!("docs/contract.md's option table lacks {long}"));
+            if let Some(env) = o.env() {
+                assert!(row.contains(env), "docs/contract.md: the row of {long} lacks {env}: {row}");
+            }
+            assert!(readme.iter().any(|r| r.contains(&long)), "README.md's option table lacks {long}");
+        }
+    }
+
     #[test]
     fn each_variable_is_listed_once() {
         let vars: Vec<_> = env_vars().collect();
