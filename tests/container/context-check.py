@@ -129,14 +129,22 @@ def excluded(rel, rules):
 
 
 def context_files():
-    out = subprocess.run(
-        ["git", "-C", ROOT, "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        check=True,
-        capture_output=True,
-    ).stdout.decode()
+    try:
+        out = subprocess.run(
+            ["git", "-C", ROOT, "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            check=True,
+            capture_output=True,
+        ).stdout.decode()
+        names = set(out.split("\0"))
+    except (OSError, subprocess.CalledProcessError):
+        # Not a git checkout (a source tarball): every file except target/ and .git/.
+        names = set()
+        for d, dirs, fs in os.walk(ROOT):
+            dirs[:] = [x for x in dirs if os.path.relpath(os.path.join(d, x), ROOT) not in ("target", ".git")]
+            names.update(os.path.relpath(os.path.join(d, f), ROOT) for f in fs)
     rules = ignore_rules(IGNOREFILE)
     return sorted(
-        f for f in set(out.split("\0")) if f and os.path.isfile(os.path.join(ROOT, f)) and not excluded(f, rules)
+        f for f in names if f and os.path.isfile(os.path.join(ROOT, f)) and not excluded(f, rules)
     )
 
 

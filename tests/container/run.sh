@@ -18,7 +18,7 @@
 # Every process started carries this run's nonce in its argv (and environment), and is looked
 # for in the host's /proc; containers, pods and the built image are removed on any exit. Prints
 # `container: N passed, N failed` last; exits 1 on any failure. Skips (SKIPPED: container
-# lane: <reason>, exit 0) only when this host cannot run a podman container at all.
+# lane: <reason>, exit 0) only when this host cannot run podman at all (`podman info` fails).
 # Needs root. Installs podman, runc and debootstrap with apt when missing.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -46,7 +46,7 @@ if [ "${#need[@]}" -gt 0 ]; then
     say "apt-get install ${need[*]}"
     apt-get -o DPkg::Lock::Timeout=600 update -qq &&
         DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq "${need[@]}" >/dev/null ||
-        skip "apt-get install ${need[*]} failed"
+        { echo "container: FAIL: apt-get install ${need[*]} failed"; echo "container: 0 passed, 1 failed"; exit 1; }
 fi
 
 nonce="gct$$x$(date +%s%N)"
@@ -123,8 +123,13 @@ if ! out=$(nice -n 10 tests/container/base-images.sh); then
 fi
 eval "$(printf '%s\n' "$out" | grep -E '^(BUILD|RUN)_IMAGE=')"
 say "base images $BUILD_IMAGE, $RUN_IMAGE ready in $(ms_since "$t0") ms"
-probe=$(timeout 120 podman run --rm --name "probe-$nonce" "$RUN_IMAGE" sh -c "echo runs-$nonce" 2>&1) ||
-    skip "podman cannot run a container here: $(printf '%s' "$probe" | tail -1)"
+# podman info works, so a container that cannot start is a failure (a runtime setting this lane
+# gets wrong, as the rlimits were), never a skip.
+if ! probe=$(timeout 120 podman run --rm --name "probe-$nonce" "$RUN_IMAGE" sh -c "echo runs-$nonce" 2>&1); then
+    bad "podman cannot start a container: $(printf '%s' "$probe" | tail -1)"
+    echo "container: $pass passed, $fail failed"
+    exit 1
+fi
 
 t0=$(now)
 if nice -n 10 timeout 1200 podman build --layers=false \
