@@ -33,7 +33,7 @@ rootfs() { # a minbase bookworm rootfs in $work/rootfs: from RUN_IMAGE when pres
     if podman image exists "$RUN_IMAGE"; then
         local c
         c=$(podman create "$RUN_IMAGE" true)
-        podman export "$c" | tar -C "$work/rootfs" -x
+        timeout 600 podman export "$c" | tar -C "$work/rootfs" -x
         podman rm -f "$c" >/dev/null
         return
     fi
@@ -50,7 +50,7 @@ else
     rootfs
     say "podman import -> $RUN_IMAGE"
     # PATH as debian:bookworm-slim sets it: podman run supplies a default, kube play does not.
-    tar -C "$work/rootfs" -c . | podman import \
+    tar -C "$work/rootfs" -c . | timeout 600 podman import \
         --change 'ENV=PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
         --change 'CMD=["bash"]' - "$RUN_IMAGE" >/dev/null
 fi
@@ -89,7 +89,7 @@ else
     fi
     rm -rf "$r/usr/local/rustup/downloads" "$r/usr/local/rustup/tmp"
     say "podman import -> $BUILD_IMAGE"
-    tar -C "$r" -c . | podman import \
+    tar -C "$r" -c . | timeout 600 podman import \
         --change 'ENV=RUSTUP_HOME=/usr/local/rustup' \
         --change 'ENV=CARGO_HOME=/usr/local/cargo' \
         --change 'ENV=PATH=/usr/local/cargo/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
