@@ -120,3 +120,10 @@ musl:
 .PHONY: npm-packages
 npm-packages:
 	sh packaging/npm/build-packages.sh
+
+# The container lane: builds the image from packaging/container/Containerfile with local base
+# images (debootstrap + podman import, cached in podman's storage) and checks guardian as PID 1
+# under podman and as a Pod's entrypoint under podman kube play. Root; see tests/container/run.sh.
+.PHONY: container-test
+container-test:
+	bash tests/container/run.sh
