@@ -37,6 +37,7 @@ pub struct Cli {
     pub stop_signal: i32,
     pub forward_to: ForwardTo,
     pub events_fd: Option<i32>,
+    pub events_file: Option<OsString>,
     pub timeout: Option<Duration>,
     pub wait_descendants: bool,
     pub no_parent_watch: bool,
@@ -59,7 +60,7 @@ pub enum Sub {
 /// Every variable guardian reads its settings from: each option's `env` in `spec.rs` (a unit
 /// test checks the list against it), and `GUARDIAN_VERBOSE`. Sorted, one string (a table of
 /// `&str` would be relocated at every start, see parse.rs).
-const ENV_VARS: &str = "GUARDIAN_CGROUP GUARDIAN_CPU_MAX GUARDIAN_EVENTS_FD GUARDIAN_FORWARD_TO GUARDIAN_GRACE \
+const ENV_VARS: &str = "GUARDIAN_CGROUP GUARDIAN_CPU_MAX GUARDIAN_EVENTS_FD GUARDIAN_EVENTS_FILE GUARDIAN_FORWARD_TO GUARDIAN_GRACE \
 GUARDIAN_MEMORY_MAX GUARDIAN_NO_PARENT_WATCH GUARDIAN_PIDS_MAX GUARDIAN_STOP_SIGNAL GUARDIAN_TIMEOUT GUARDIAN_VERBOSE \
 GUARDIAN_WAIT_DESCENDANTS";
 

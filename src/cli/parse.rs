@@ -27,6 +27,8 @@ use super::values::{parse_cpu, parse_duration, parse_memory, parse_pids, parse_s
 use super::{Cli, ForwardTo, Sub, VERSION, help};
 
 /// What the command line asks for.
+// One value per start, moved once: boxing `Cli` would only add a heap allocation to start-up.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, PartialEq)]
 pub enum Parsed {
     /// Run (or run a subcommand) with these settings.
@@ -42,6 +44,7 @@ enum Id {
     StopSignal,
     ForwardTo,
     EventsFd,
+    EventsFile,
     Timeout,
     WaitDescendants,
     NoParentWatch,
@@ -69,6 +72,7 @@ impl Id {
             Id::StopSignal => "stop-signal",
             Id::ForwardTo => "forward-to",
             Id::EventsFd => "events-fd",
+            Id::EventsFile => "events-file",
             Id::Timeout => "timeout",
             Id::WaitDescendants => "wait-descendants",
             Id::NoParentWatch => "no-parent-watch",
@@ -92,6 +96,7 @@ impl Id {
             Id::StopSignal => "SIG",
             Id::ForwardTo => "TARGET",
             Id::EventsFd | Id::PidsMax => "N",
+            Id::EventsFile => "PATH",
             Id::Cgroup | Id::DoctorCgroup => "auto|PATH",
             Id::SweepCgroup => "PATH",
             Id::MemoryMax => "SIZE",
@@ -109,6 +114,7 @@ impl Id {
             Id::StopSignal => "GUARDIAN_STOP_SIGNAL",
             Id::ForwardTo => "GUARDIAN_FORWARD_TO",
             Id::EventsFd => "GUARDIAN_EVENTS_FD",
+            Id::EventsFile => "GUARDIAN_EVENTS_FILE",
             Id::Timeout => "GUARDIAN_TIMEOUT",
             Id::WaitDescendants => "GUARDIAN_WAIT_DESCENDANTS",
             Id::NoParentWatch => "GUARDIAN_NO_PARENT_WATCH",
@@ -147,6 +153,7 @@ const MAIN: &[Opt] = &[
     opt(Id::StopSignal, Some('s')),
     opt(Id::ForwardTo, None),
     opt(Id::EventsFd, None),
+    opt(Id::EventsFile, None),
     opt(Id::Timeout, Some('t')),
     opt(Id::WaitDescendants, Some('w')),
     opt(Id::NoParentWatch, None),
@@ -398,6 +405,7 @@ pub fn parse(
         stop_signal: libc::SIGTERM,
         forward_to: ForwardTo::Provider,
         events_fd: None,
+        events_file: None,
         timeout: None,
         wait_descendants: false,
         no_parent_watch: false,
@@ -427,6 +435,7 @@ pub fn parse(
                     invalid(o, source, value, "use the number of an open file descriptor (0 to 2147483647)")
                 })?);
             }
+            Id::EventsFile => cli.events_file = os(v),
             Id::Timeout => cli.timeout = Some(checked(o, source, value, parse_duration)?),
             Id::WaitDescendants => cli.wait_descendants = flag(o, source, v)?,
             Id::NoParentWatch => cli.no_parent_watch = flag(o, source, v)?,
@@ -461,6 +470,11 @@ pub fn parse(
     scan.env(env, &mut apply)?;
     if scan.was_given(Id::Verbose) && scan.was_given(Id::Quiet) {
         return Err("the argument '--verbose' cannot be used with '--quiet'; give one of them".into());
+    }
+    if scan.was_given(Id::EventsFd) && scan.was_given(Id::EventsFile) {
+        return Err(
+            "the argument '--events-fd <N>' cannot be used with '--events-file <PATH>' (or their GUARDIAN_EVENTS_FD, GUARDIAN_EVENTS_FILE); give one of them".into()
+        );
     }
     if sub.is_none() && command.is_empty() {
         return Err(

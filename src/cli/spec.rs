@@ -83,6 +83,11 @@ pub struct Cli {
           value_parser = clap::value_parser!(i32).range(0..))]
     pub events_fd: Option<i32>,
 
+    /// Append JSON Lines events to this file (created 0600 if missing; a FIFO needs a reader
+    /// already), for callers that cannot pass a file descriptor.
+    #[arg(long, env = "GUARDIAN_EVENTS_FILE", value_name = "PATH", conflicts_with = "events_fd")]
+    pub events_file: Option<OsString>,
+
     /// Stop the tree after this long and exit 124 (as coreutils timeout).
     #[arg(short = 't', long, env = "GUARDIAN_TIMEOUT", value_name = "DURATION", value_parser = parse_duration)]
     pub timeout: Option<Duration>,

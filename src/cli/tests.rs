@@ -18,6 +18,7 @@ use proptest::prelude::*;
 use super::{Cli, ForwardTo, Parsed, Sub, env_vars, help, parse, spec};
 
 /// What a parser made of a command line.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, PartialEq)]
 enum Outcome {
     Run(Cli),
@@ -38,6 +39,7 @@ fn from_spec(c: spec::Cli) -> Cli {
             spec::ForwardTo::Group => ForwardTo::Group,
         },
         events_fd: c.events_fd,
+        events_file: c.events_file,
         timeout: c.timeout,
         wait_descendants: c.wait_descendants,
         no_parent_watch: c.no_parent_watch,
@@ -131,6 +133,9 @@ const TOKENS: &[&[u8]] = &[
     b"Group",
     b"--events-fd",
     b"--events-fd=3",
+    b"--events-file",
+    b"--events-file=e.jsonl",
+    b"e.jsonl",
     b"3",
     b"-1",
     b"+4",
@@ -214,6 +219,7 @@ fn env_values(name: &str) -> Vec<&'static [u8]> {
         "GUARDIAN_STOP_SIGNAL" => &[b"INT", b"KILL", b"15", b"sigusr1"],
         "GUARDIAN_FORWARD_TO" => &[b"group", b"provider", b"GROUP"],
         "GUARDIAN_EVENTS_FD" => &[b"3", b"-1", b"+7", b" 3"],
+        "GUARDIAN_EVENTS_FILE" => &[b"e.jsonl", b"/tmp/x y"],
         "GUARDIAN_WAIT_DESCENDANTS" | "GUARDIAN_NO_PARENT_WATCH" => {
             &[b"1", b"0", b"yes", b"No", b"TRUE", b"off", b"t", b"maybe"]
         }
@@ -377,6 +383,9 @@ fn long_and_short_forms() {
     assert_eq!(run(&["--cgroup", "-", "true"], &[]).cgroup.as_deref(), Some(OsStr::new("-")));
     assert_eq!(run(&["--cgroup=a=b", "true"], &[]).cgroup.as_deref(), Some(OsStr::new("a=b")));
     assert_eq!(run(&["--events-fd", "3", "--forward-to", "group", "true"], &[]).events_fd, Some(3));
+    assert_eq!(run(&["--events-file", "e.jsonl", "true"], &[]).events_file.as_deref(), Some(OsStr::new("e.jsonl")));
+    let c = run(&["true"], &[("GUARDIAN_EVENTS_FILE", "/tmp/e")]);
+    assert_eq!(c.events_file.as_deref(), Some(OsStr::new("/tmp/e")));
 }
 
 #[test]
@@ -479,6 +488,10 @@ fn refusals_name_the_problem() {
         (&["--events-fd=-1", "true"], "invalid value '-1' for '--events-fd <N>'"),
         (&["--events-fd=x", "true"], "invalid value 'x' for '--events-fd <N>'"),
         (&["--memory-max", "12X", "true"], "invalid memory size"),
+        (
+            &["--events-fd", "3", "--events-file", "e", "true"],
+            "'--events-fd <N>' cannot be used with '--events-file <PATH>'",
+        ),
         (&["-x", "true"], "unexpected argument '-x' found"),
         (&["-v5", "true"], "unexpected argument '-5' found"),
         (&["--foo", "true"], "unexpected argument '--foo' found"),
