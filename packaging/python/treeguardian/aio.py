@@ -32,7 +32,7 @@ async def _until(stream: EventStream, pred: Callable[[], Optional[T]], timeout: 
     loop = asyncio.get_running_loop()
     changed = asyncio.Event()
 
-    def wake(_ev: Optional[Event]) -> None:
+    def wake() -> None:
         loop.call_soon_threadsafe(changed.set)
 
     stream.listen(wake)
