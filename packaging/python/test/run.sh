@@ -23,8 +23,8 @@ ls "$wheels"/treeguardian-*-py3-none-*"$(uname -m)"*.whl >/dev/null
 
 say "an empty venv gets the wheel; guardian on its PATH only"
 python3 -m venv "$work/empty"
-"$work/empty/bin/$PIP" --no-index --find-links "$wheels" treeguardian 2>/dev/null ||
-  "$work/empty/bin/python" -m $PIP --no-index --find-links "$wheels" treeguardian
+# (pip through the venv's python: no script of the system's)
+"$work/empty/bin/python" -m $PIP --no-index --find-links "$wheels" treeguardian
 if PATH=/usr/local/bin:/usr/bin:/bin command -v guardian >/dev/null; then
   echo "python: a guardian is on the system PATH; this proof needs a machine without one" >&2; exit 1
 fi
@@ -48,6 +48,17 @@ if "$work/empty/bin/python" -m $PIP --no-build-isolation "$wheels"/treeguardian-
 fi
 grep -q "no wheel fits this platform" "$work/sdist.log" || { cat "$work/sdist.log"; echo "python: the sdist's refusal lacks its message" >&2; exit 1; }
 echo "python: sdist refused: $(grep -o 'no wheel fits this platform ([^)]*)' "$work/sdist.log" | head -1)"
+
+say "the aarch64 wheel's guardian runs (qemu-user, from Debian's qemu-user-static, unpacked only)"
+aarch=$(ls "$wheels"/treeguardian-*-py3-none-*aarch64*.whl)
+mkdir -p "$work/qemu" "$work/aarch64"
+(cd "$work/qemu" && { apt-get download qemu-user-static >/dev/null 2>&1 ||
+  { apt-get update -qq && apt-get download qemu-user-static >/dev/null; }; } && dpkg -x qemu-user-static_*.deb x)
+python3 -m zipfile -e "$aarch" "$work/aarch64"
+chmod +x "$work"/aarch64/treeguardian-*.data/scripts/guardian
+# qemu-user 7.2 refuses PR_SET_CHILD_SUBREAPER, so only the binary's start is proven here.
+v=$("$work/qemu/x/usr/bin/qemu-aarch64-static" "$work"/aarch64/treeguardian-*.data/scripts/guardian --version)
+case $v in "guardian "*) echo "python: aarch64 wheel: $v" ;; *) echo "python: the aarch64 guardian did not run: $v" >&2; exit 1 ;; esac
 
 say "venvs: servers from PyPI, hosts with $MCP2 and $MCP1"
 python3 -m venv "$work/servers" && "$work/servers/bin/python" -m $PIP mcp-server-time mcp-server-git &

@@ -215,3 +215,30 @@ def test_real_server_mcp_server_git(tag: Tag) -> None:
     result = anyio.run(main)
     assert "branch" in str(result).lower() or "commit" in str(result).lower(), result
     tag.assert_nothing_left()
+
+
+def test_guarded_server_stop_and_kill_now(tag: Tag) -> None:
+    # The SDK owns the process; GuardedServer reaches guardian through a pidfd checked against
+    # its events file. A TERM-ignoring server: stop() starts the grace, kill_now() ends it.
+    with GuardedServer(helper_params(tag, "stubborn"), grace=1.5) as g:
+
+        async def main() -> None:
+            async with stdio_client(g.params) as (read, write):
+                async with ClientSession(read, write) as session:
+                    await session.initialize()
+                    await session.call_tool("helpers", {})
+                    assert g.stop()
+                    await anyio.to_thread.run_sync(
+                        lambda: wait_for("stopping", lambda: True if any(isinstance(e, treeguardian.Stopping) for e in g.events) else None)
+                    )
+                    assert g.kill_now()
+                    await anyio.to_thread.run_sync(lambda: wait_for("released", lambda: g.released))
+
+        try:
+            anyio.run(main)
+        except Exception as e:  # the session may see its server go mid-request
+            print(f"session ended with {e!r}")
+        tag.assert_nothing_left()
+        reasons = [e.reason for e in g.events if isinstance(e, treeguardian.Stopping)]
+        assert reasons == ["signal", "kill-request"], g.events
+        assert not g.stop() and not g.kill_now(), "guardian released: nothing to signal"
