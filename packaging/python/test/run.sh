@@ -62,8 +62,8 @@ case $v in "guardian "*) echo "python: aarch64 wheel: $v" ;; *) echo "python: th
 
 say "venvs: servers from PyPI, hosts with $MCP2 and $MCP1"
 python3 -m venv "$work/servers" && "$work/servers/bin/python" -m $PIP mcp-server-time mcp-server-git &
-python3 -m venv "$work/mcp2" && "$work/mcp2/bin/python" -m $PIP "$MCP2" pytest anyio mypy &
-python3 -m venv "$work/mcp1" && "$work/mcp1/bin/python" -m $PIP "$MCP1" pytest anyio &
+python3 -m venv "$work/mcp2" && "$work/mcp2/bin/python" -m $PIP "$MCP2" pytest anyio trio mypy &
+python3 -m venv "$work/mcp1" && "$work/mcp1/bin/python" -m $PIP "$MCP1" pytest anyio trio &
 wait
 for v in mcp2 mcp1; do
   "$work/$v/bin/python" -m $PIP --no-index --find-links "$wheels" treeguardian

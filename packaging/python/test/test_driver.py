@@ -129,8 +129,10 @@ def test_asyncio_api(tag: Tag) -> None:
     asyncio.run(main())
 
 
-def test_anyio_api_and_cancellation(tag: Tag) -> None:
-    anyio = pytest.importorskip("anyio")
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_anyio_api_and_cancellation(tag: Tag, backend: str) -> None:
+    import anyio  # run.sh installs anyio and trio into every venv: no skip
+
     from treeguardian.anyio import open_process
 
     async def main() -> None:
@@ -146,4 +148,4 @@ def test_anyio_api_and_cancellation(tag: Tag) -> None:
         tag.assert_nothing_left()
         assert p2.released is not None
 
-    anyio.run(main)
+    anyio.run(main, backend=backend)
