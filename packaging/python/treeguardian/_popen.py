@@ -65,6 +65,7 @@ class Popen(subprocess.Popen):  # type: ignore[type-arg]
             raise TypeError("treeguardian.Popen runs guardian; give the provider as args[0], not executable=")
         self._grace = duration_seconds(grace) if grace is not None else 1.0
         self._stream = EventStream()
+        self._stop_sent = False
         rfd, wfd = os.pipe2(os.O_CLOEXEC)
         pass_fds: Tuple[int, ...] = tuple(kwargs.pop("pass_fds", ())) + (wfd,)
         argv = guardian_argv(args, shell=bool(kwargs.pop("shell", False)), events_fd=wfd, **options)
@@ -119,6 +120,7 @@ class Popen(subprocess.Popen):  # type: ignore[type-arg]
 
     def stop(self) -> None:
         """A stop request: the provider gets the stop signal, the tree SIGKILL after the grace."""
+        self._stop_sent = True
         self._signal_guardian(signal.SIGTERM)
 
     def kill_now(self) -> None:
@@ -126,7 +128,10 @@ class Popen(subprocess.Popen):  # type: ignore[type-arg]
         if self.poll() is not None:
             return
         if not self._stream.stopping:
-            self._signal_guardian(signal.SIGTERM)
+            # Two SIGTERMs before guardian reads the first may arrive as one: the kill request
+            # is sent only once guardian reports that it is stopping.
+            if not self._stop_sent:
+                self.stop()
             self._stream.wait_until(lambda: self._stream.stopping, _STOPPING_WAIT)
         if self.poll() is None and self._stream.released is None:
             self._signal_guardian(signal.SIGTERM)

@@ -59,6 +59,7 @@ class Process:
     def __init__(self, proc: asyncio.subprocess.Process, stream: EventStream, grace: float) -> None:
         self._proc = proc
         self._stream = stream
+        self._stop_sent = False
         self._grace = grace
 
     # asyncio.subprocess.Process's own
@@ -131,6 +132,7 @@ class Process:
 
     def stop(self) -> None:
         """A stop request: the provider gets the stop signal, the tree SIGKILL after the grace."""
+        self._stop_sent = True
         self._signal(signal.SIGTERM)
 
     async def kill_now(self) -> None:
@@ -138,7 +140,10 @@ class Process:
         if self._proc.returncode is not None:
             return
         if not self._stream.stopping:
-            self._signal(signal.SIGTERM)
+            # Two SIGTERMs before guardian reads the first may arrive as one: the kill request
+            # is sent only once guardian reports that it is stopping.
+            if not self._stop_sent:
+                self.stop()
             await _until(self._stream, lambda: True if self._stream.stopping else None, 5.0)
         if self._stream.released is None:
             self._signal(signal.SIGTERM)

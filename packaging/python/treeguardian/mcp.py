@@ -105,6 +105,7 @@ class GuardedServer:
         self._dir = Path(tempfile.mkdtemp(prefix="treeguardian-"))
         self.events_path = self._dir / "events.jsonl"
         self.params = guarded(server, grace=grace, events_file=self.events_path, **options)
+        self._stop_sent = False
 
     @property
     def events(self) -> List[Event]:
@@ -146,14 +147,18 @@ class GuardedServer:
 
     def stop(self) -> bool:
         """A stop request to guardian (SIGTERM); ``False`` if it already released."""
-        return self._signal(signal.SIGTERM)
+        sent = self._signal(signal.SIGTERM)
+        self._stop_sent = self._stop_sent or sent
+        return sent
 
     def kill_now(self) -> bool:
         """SIGKILL the tree now (a second stop request once guardian is stopping)."""
         from ._events import Exit, Stopping
 
         if not any(isinstance(e, (Stopping, Exit)) for e in self.events):
-            if not self._signal(signal.SIGTERM):
+            # A second SIGTERM before guardian read the first may merge with it: wait for
+            # guardian to report the first stop request before sending the kill request.
+            if not self._stop_sent and not self.stop():
                 return False
             import time
 
