@@ -15,7 +15,7 @@ import treeguardian
 from treeguardian import Exit, Released, Spawned, Status, describe
 from treeguardian.aio import create_subprocess_exec
 
-from conftest import Tag, wait_for
+from conftest import Tag, _read, wait_for
 
 
 def test_binary_is_the_installed_one() -> None:
@@ -120,6 +120,9 @@ def test_asyncio_api(tag: Tag) -> None:
         proc = await create_subprocess_exec("sh", "-c", f"trap '' TERM; sleep {tag.sleep()}; wait", tag.nonce, grace=60)
         async with proc:
             await proc.wait_spawned(10)
+            # the sleep runs: the shell's trap is set (a TERM before it would just end the shell)
+            await asyncio.to_thread(wait_for, "the sleep", lambda: True if any(
+                b"sleep" in _read(f"/proc/{p}/cmdline") for p in tag.live()) else None)
             proc.stop()
             await proc.kill_now()
             await asyncio.wait_for(proc.wait(), 30)
