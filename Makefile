@@ -127,3 +127,16 @@ npm-packages:
 .PHONY: container-test
 container-test:
 	bash tests/container/run.sh
+# Python wheels of treeguardian (packaging/python): the static musl guardian for x86_64 and
+# aarch64 (cross-linked with rust-lld, as npm-packages does) as a script of each platform
+# wheel, tagged for glibc and musl distributions, and the sdist (which refuses to build), in
+# target/wheels/. A target whose rustup target cannot be added is skipped with the reason.
+.PHONY: wheels python-test
+WHEELS = target/wheels
+wheels:
+	sh packaging/python/build-wheels.sh $(WHEELS)
+
+# The Python driver's tests: wheels into fresh venvs (no guardian on PATH), pytest against
+# the real MCP SDK 2.x and 1.30.0, the mypy --strict usage example.
+python-test: wheels
+	sh packaging/python/test/run.sh $(WHEELS)

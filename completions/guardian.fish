@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_guardian_global_optspecs
-    string join \n g/grace= s/stop-signal= forward-to= events-fd= t/timeout= w/wait-descendants no-parent-watch cgroup= memory-max= pids-max= cpu-max= v/verbose q/quiet V/version h/help
+    string join \n g/grace= s/stop-signal= forward-to= events-fd= events-file= t/timeout= w/wait-descendants no-parent-watch cgroup= memory-max= pids-max= cpu-max= v/verbose q/quiet V/version h/help
 end
 
 function __fish_guardian_needs_command
@@ -29,6 +29,7 @@ complete -c guardian -n "__fish_guardian_needs_command" -s s -l stop-signal -d '
 complete -c guardian -n "__fish_guardian_needs_command" -l forward-to -d 'Where signals guardian receives are forwarded: provider (the provider process only, through its pidfd) or group (the provider\'s process group, safe while the unreaped provider pins the pgid)' -r -f -a "provider\t''
 group\t''"
 complete -c guardian -n "__fish_guardian_needs_command" -l events-fd -d 'Write JSON Lines events to this inherited file descriptor (never passed on to COMMAND)' -r
+complete -c guardian -n "__fish_guardian_needs_command" -l events-file -d 'Append JSON Lines events to this file (created 0600 if missing; a FIFO needs a reader already), for callers that cannot pass a file descriptor' -r
 complete -c guardian -n "__fish_guardian_needs_command" -s t -l timeout -d 'Stop the tree after this long and exit 124, as coreutils timeout; 0 means no timeout' -r
 complete -c guardian -n "__fish_guardian_needs_command" -l cgroup -d 'Start the provider in a fresh leaf cgroup: `auto` (guardian\'s own cgroup, if delegated to this user; otherwise plain subreaper mode) or the path of a delegated cgroup v2 directory' -r
 complete -c guardian -n "__fish_guardian_needs_command" -l memory-max -d 'Limit the leaf\'s memory (memory.max: bytes or 512M, 2G, max). Needs --cgroup and a delegated memory controller; an OOM kill is reported in the `released` event' -r

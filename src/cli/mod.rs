@@ -40,6 +40,7 @@ pub struct Cli {
     pub stop_signal: i32,
     pub forward_to: ForwardTo,
     pub events_fd: Option<i32>,
+    pub events_file: Option<OsString>,
     pub timeout: Option<Duration>,
     pub wait_descendants: bool,
     pub no_parent_watch: bool,
@@ -72,6 +73,7 @@ impl Default for Cli {
             stop_signal: libc::SIGTERM,
             forward_to: ForwardTo::Provider,
             events_fd: None,
+            events_file: None,
             timeout: None,
             wait_descendants: false,
             no_parent_watch: false,
@@ -97,6 +99,7 @@ impl Cli {
                 self.forward_to = if w == "group" { ForwardTo::Group } else { ForwardTo::Provider };
             }
             (Opt::EventsFd, Value::Fd(n)) => self.events_fd = Some(n),
+            (Opt::EventsFile, Value::Path(p)) => self.events_file = Some(p),
             // 0 is no timeout, as with coreutils timeout.
             (Opt::Timeout, Value::Duration(d)) => self.timeout = Some(d).filter(|d| !d.is_zero()),
             (Opt::WaitDescendants, Value::Flag(b)) => self.wait_descendants = b,

@@ -562,6 +562,10 @@ fn refusals_name_the_problem() {
         (&["--events-fd", "-1", "true"], "a value is required for '--events-fd <N>'"),
         (&["--events-fd=-1", "true"], "invalid value '-1' for '--events-fd <N>'"),
         (&["--events-fd=x", "true"], "invalid value 'x' for '--events-fd <N>'"),
+        (
+            &["--events-fd", "3", "--events-file", "e", "true"],
+            "'--events-file <PATH>' cannot be used with '--events-fd <N>'",
+        ),
         (&["--memory-max", "12X", "true"], "invalid memory size"),
         (&["-x", "true"], "unexpected argument '-x' found"),
         (&["-v5", "true"], "unexpected argument '-5' found"),

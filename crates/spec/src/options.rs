@@ -184,6 +184,12 @@ options! {
         long: "events-fd", env: Some("GUARDIAN_EVENTS_FD"), kind: Kind::Fd, value_name: Some("N"),
         help: "Write JSON Lines events to this inherited file descriptor (never passed on to COMMAND)",
     }
+    EventsFile {
+        long: "events-file", env: Some("GUARDIAN_EVENTS_FILE"), kind: Kind::Path, value_name: Some("PATH"),
+        conflicts: Some(Opt::EventsFd),
+        help: "Append JSON Lines events to this file (created 0600 if missing; a FIFO needs a reader \
+               already), for callers that cannot pass a file descriptor",
+    }
     Timeout {
         long: "timeout", short: Some('t'), env: Some("GUARDIAN_TIMEOUT"), kind: Kind::Duration,
         value_name: Some("DURATION"),
