@@ -469,5 +469,8 @@ impl Event {
     }
 }
 
+mod file;
+pub use file::open_file;
+
 #[cfg(test)]
 mod schema_test;

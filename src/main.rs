@@ -42,6 +42,7 @@ mod test_hooks;
 
 use std::ffi::OsStr;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::path::Path;
 
 use crate::events::{Event, Events};
 use crate::exit::Failure;
@@ -83,7 +84,7 @@ fn run(args: impl Iterator<Item = &'static OsStr>) -> Result<i32, Failure> {
         }
         Err(message) => return Err(Failure::guardian(format!("{message}; see 'guardian --help'"))),
     };
-    log::set_level(cli::verbosity(&cli, &env));
+    log::set_level(cli::verbosity(&cli));
     if let Some(sub) = &cli.sub {
         return match sub {
             cli::Sub::Sweep { cgroup, leaf } => cgroup::sweep(cgroup.as_deref(), leaf.as_deref()),
@@ -220,9 +221,10 @@ fn setup_and_supervise(cli: cli::Cli) -> Result<i32, Failure> {
     // 1. Events fd: taken over before guardian opens any fd of its own (a signalfd could
     //    otherwise reuse a closed number the caller named), and before the provider could
     //    inherit it.
-    let (mut events, events_note) = match cli.events_fd {
-        Some(n) => Events::open(n).map_err(Failure::guardian)?,
-        None => (Events::disabled(), None),
+    let (mut events, events_note) = match (cli.events_fd, &cli.events_file) {
+        (Some(n), _) => Events::open(n).map_err(Failure::guardian)?,
+        (None, Some(path)) => (events::open_file(Path::new(path)).map_err(Failure::guardian)?, None),
+        (None, None) => (Events::disabled(), None),
     };
     // Diagnostics never block guardian from here on (a stderr pipe nobody reads); nothing is
     // logged before this point but a fatal error.

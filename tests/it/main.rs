@@ -10,6 +10,7 @@ mod cli;
 mod core;
 mod denial;
 mod doctor;
+mod events_file;
 mod exhaustion;
 mod job_control;
 mod namespaces;

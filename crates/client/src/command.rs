@@ -1,45 +1,37 @@
-//! command: the `Command` builder, std's `Command` plus guardian's options. Every guardian
-//! option this crate can set goes through [`OPTIONS`], the one table from a builder method to
-//! guardian's flag (checked against `guardian --help` in the tests, and against
-//! `spec/options.json` once that file exists).
+//! command: the `Command` builder, std's `Command` plus guardian's options. The options are
+//! `treeguardian_spec::options::Opt`, the table guardian's own parser, its man page and
+//! `spec/options.json` come from: [`OPTIONS`] lists the ones the builder sets, and each is
+//! written as `--{long}` with a value when its kind takes one, so a renamed or retyped option
+//! reaches this crate with no second list to update.
 
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-/// One guardian option the builder can set.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) enum Opt {
-    Grace,
-    StopSignal,
-    ForwardTo,
-    Timeout,
-    WaitDescendants,
-    NoParentWatch,
-    Cgroup,
-    MemoryMax,
-    PidsMax,
-    CpuMax,
-}
+use treeguardian_spec::options::Opt;
 
-/// Builder option → guardian's long flag, and whether it takes a value. Arguments are written
-/// in this order.
-pub(crate) const OPTIONS: &[(Opt, &str, bool)] = &[
-    (Opt::Grace, "--grace", true),
-    (Opt::StopSignal, "--stop-signal", true),
-    (Opt::ForwardTo, "--forward-to", true),
-    (Opt::Timeout, "--timeout", true),
-    (Opt::WaitDescendants, "--wait-descendants", false),
-    (Opt::NoParentWatch, "--no-parent-watch", false),
-    (Opt::Cgroup, "--cgroup", true),
-    (Opt::MemoryMax, "--memory-max", true),
-    (Opt::PidsMax, "--pids-max", true),
-    (Opt::CpuMax, "--cpu-max", true),
+/// The guardian options the builder can set, in the order they are written.
+pub(crate) const OPTIONS: &[Opt] = &[
+    Opt::Grace,
+    Opt::StopSignal,
+    Opt::ForwardTo,
+    Opt::Timeout,
+    Opt::WaitDescendants,
+    Opt::NoParentWatch,
+    Opt::Cgroup,
+    Opt::MemoryMax,
+    Opt::PidsMax,
+    Opt::CpuMax,
 ];
 
-/// The flag through which the crate hands guardian the events pipe (not a builder option).
-pub(crate) const EVENTS_FD: &str = "--events-fd";
+/// `--{long}` of an option.
+pub(crate) fn flag(opt: Opt) -> String {
+    format!("--{}", opt.long())
+}
+
+/// The option through which the crate hands guardian the events pipe (not a builder option).
+pub(crate) const EVENTS_FD: Opt = Opt::EventsFd;
 
 #[derive(Clone, Debug)]
 enum EnvOp {
@@ -147,7 +139,7 @@ impl Command {
         self.options.push((opt, value));
         self
     }
-    fn flag(&mut self, opt: Opt, on: bool) -> &mut Command {
+    fn switch(&mut self, opt: Opt, on: bool) -> &mut Command {
         if on { self.set(opt, None) } else { self.unset(opt) }
     }
     fn unset(&mut self, opt: Opt) -> &mut Command {
@@ -174,11 +166,11 @@ impl Command {
     }
     /// `--wait-descendants`: after the provider exits, let descendants finish.
     pub fn wait_descendants(&mut self, on: bool) -> &mut Command {
-        self.flag(Opt::WaitDescendants, on)
+        self.switch(Opt::WaitDescendants, on)
     }
     /// `--no-parent-watch`: do not tear down when this process dies.
     pub fn no_parent_watch(&mut self, on: bool) -> &mut Command {
-        self.flag(Opt::NoParentWatch, on)
+        self.switch(Opt::NoParentWatch, on)
     }
     /// `--cgroup`: `"auto"` or a delegated cgroup v2 directory to make the provider's leaf in.
     pub fn cgroup(&mut self, parent: impl AsRef<OsStr>) -> &mut Command {
@@ -200,10 +192,10 @@ impl Command {
     /// guardian's arguments before `--events-fd`: the options set, in [`OPTIONS`] order.
     pub(crate) fn option_args(&self) -> Vec<OsString> {
         let mut out = Vec::new();
-        for (opt, flag, takes_value) in OPTIONS {
+        for opt in OPTIONS {
             if let Some((_, value)) = self.options.iter().find(|(o, _)| o == opt) {
-                out.push(OsString::from(*flag));
-                if *takes_value {
+                out.push(OsString::from(flag(*opt)));
+                if opt.kind().takes_value() {
                     out.push(value.clone().unwrap_or_default());
                 }
             }
@@ -214,7 +206,7 @@ impl Command {
     /// The std command that starts `guardian` with these settings (no stdio, no events fd).
     pub(crate) fn std_command(&self, guardian: &Path, events_fd: i32) -> std::process::Command {
         let mut cmd = std::process::Command::new(guardian);
-        cmd.args(self.option_args()).arg(EVENTS_FD).arg(events_fd.to_string()).arg("--").arg(&self.program);
+        cmd.args(self.option_args()).arg(flag(EVENTS_FD)).arg(events_fd.to_string()).arg("--").arg(&self.program);
         cmd.args(&self.args);
         for op in &self.env {
             match op {
@@ -233,6 +225,18 @@ impl Command {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every option the builder writes is one the main command takes, and the ones set as a
+    /// flag (no value) are flags in the table.
+    #[test]
+    fn options_are_the_main_commands() {
+        use treeguardian_spec::options::Commands;
+        for opt in OPTIONS.iter().chain([&EVENTS_FD]) {
+            assert!(opt.commands().has(Commands::MAIN), "{opt:?}");
+        }
+        let flags: Vec<Opt> = OPTIONS.iter().copied().filter(|o| !o.kind().takes_value()).collect();
+        assert_eq!(flags, [Opt::WaitDescendants, Opt::NoParentWatch]);
+    }
 
     #[test]
     fn options_map_to_flags_in_table_order() {

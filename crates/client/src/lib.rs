@@ -20,6 +20,6 @@ pub use transport::GuardianTransport;
 
 #[doc(hidden)]
 /// The guardian flags this crate writes, for checks against `spec/options.json`.
-pub fn option_flags() -> Vec<&'static str> {
-    command::OPTIONS.iter().map(|(_, flag, _)| *flag).chain([command::EVENTS_FD]).collect()
+pub fn option_flags() -> Vec<String> {
+    command::OPTIONS.iter().copied().chain([command::EVENTS_FD]).map(command::flag).collect()
 }

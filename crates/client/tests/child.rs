@@ -151,7 +151,7 @@ fn option_flags_are_guardians() {
     let help = std::process::Command::new(guardian()).arg("--help").output().expect("guardian --help");
     let help = String::from_utf8_lossy(&help.stdout);
     for flag in treeguardian_client::option_flags() {
-        assert!(help.contains(flag), "guardian --help does not list {flag}");
+        assert!(help.contains(flag.as_str()), "guardian --help does not list {flag}");
     }
     let spec = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../spec/options.json");
     if let Ok(text) = std::fs::read_to_string(&spec) {

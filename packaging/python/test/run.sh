@@ -1,0 +1,83 @@
+#!/bin/sh
+# The Python driver's CI lane: everything from PyPI into fresh venvs, the wheels from $1
+# (target/wheels, made by `make wheels`), nothing from the source tree on sys.path.
+#  1. an empty venv gets only the wheel: `guardian` is on the venv's PATH and nowhere else,
+#     and runs a provider; `python -m treeguardian` too; the sdist refuses to build, naming why;
+#  2. pytest under the current mcp 2.x and under mcp 1.30.0 (the last 1.x), with two real
+#     servers from PyPI (mcp-server-time, mcp-server-git) in a venv of their own;
+#  3. mypy --strict on the package and on examples/usage.py.
+# pytest's exit 5 (nothing collected) is a failure like any other non-zero status.
+set -eu
+pydir=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$pydir/../.." && pwd)
+wheels=${1:-$root/target/wheels}
+case $wheels in /*) ;; *) wheels=$root/$wheels ;; esac
+work=${PYTHON_TEST_DIR:-$root/target/python-test}
+MCP2=${MCP2:-mcp>=2,<3}
+MCP1=${MCP1:-mcp==1.30.0}
+PIP="pip install -q --disable-pip-version-check"
+say() { printf '\n-- python: %s (%s)\n' "$1" "$(date +%T)"; }
+
+rm -rf "$work" && mkdir -p "$work"
+ls "$wheels"/treeguardian-*-py3-none-*"$(uname -m)"*.whl >/dev/null
+
+say "an empty venv gets the wheel; guardian on its PATH only"
+python3 -m venv "$work/empty"
+# (pip through the venv's python: no script of the system's)
+"$work/empty/bin/python" -m $PIP --no-index --find-links "$wheels" treeguardian
+if PATH=/usr/local/bin:/usr/bin:/bin command -v guardian >/dev/null; then
+  echo "python: a guardian is on the system PATH; this proof needs a machine without one" >&2; exit 1
+fi
+found=$(PATH="$work/empty/bin:/usr/bin:/bin" command -v guardian)
+[ "$found" = "$work/empty/bin/guardian" ] || { echo "python: guardian on PATH is '$found'" >&2; exit 1; }
+out=$(cd / && env -i PATH="$work/empty/bin:/usr/bin:/bin" guardian -- sh -c 'setsid sleep 1000 & echo provider ran')
+[ "$out" = "provider ran" ] || { echo "python: the installed guardian did not run the provider: $out" >&2; exit 1; }
+(cd / && env -i PATH=/usr/bin:/bin "$work/empty/bin/python" - <<'PY')
+import subprocess, treeguardian, os, sys
+path = treeguardian.binary()
+assert path == os.path.join(os.path.dirname(sys.executable), "guardian"), path
+with treeguardian.Popen(["sh", "-c", "exit 7"]) as p:
+    assert p.wait(30) == 7 and p.released is not None and p.released.status == 7
+out = subprocess.run([sys.executable, "-m", "treeguardian", "--version"], capture_output=True, text=True).stdout
+assert out.startswith("guardian "), out
+print("python: installed wheel ok:", path, out.strip())
+PY
+say "the sdist refuses to build, with the reason"
+if "$work/empty/bin/python" -m $PIP --no-build-isolation "$wheels"/treeguardian-*.tar.gz >"$work/sdist.log" 2>&1; then
+  echo "python: the sdist built a wheel; it must refuse" >&2; exit 1
+fi
+grep -q "no wheel fits this platform" "$work/sdist.log" || { cat "$work/sdist.log"; echo "python: the sdist's refusal lacks its message" >&2; exit 1; }
+echo "python: sdist refused: $(grep -o 'no wheel fits this platform ([^)]*)' "$work/sdist.log" | head -1)"
+
+say "the aarch64 wheel's guardian runs (qemu-user, from Debian's qemu-user-static, unpacked only)"
+aarch=$(ls "$wheels"/treeguardian-*-py3-none-*aarch64*.whl)
+mkdir -p "$work/qemu" "$work/aarch64"
+(cd "$work/qemu" && { apt-get download qemu-user-static >/dev/null 2>&1 ||
+  { apt-get update -qq && apt-get download qemu-user-static >/dev/null; }; } && dpkg -x qemu-user-static_*.deb x)
+python3 -m zipfile -e "$aarch" "$work/aarch64"
+chmod +x "$work"/aarch64/treeguardian-*.data/scripts/guardian
+# qemu-user 7.2 refuses PR_SET_CHILD_SUBREAPER, so only the binary's start is proven here.
+v=$("$work/qemu/x/usr/bin/qemu-aarch64-static" "$work"/aarch64/treeguardian-*.data/scripts/guardian --version)
+case $v in "guardian "*) echo "python: aarch64 wheel: $v" ;; *) echo "python: the aarch64 guardian did not run: $v" >&2; exit 1 ;; esac
+
+say "venvs: servers from PyPI, hosts with $MCP2 and $MCP1"
+python3 -m venv "$work/servers" && "$work/servers/bin/python" -m $PIP mcp-server-time mcp-server-git &
+python3 -m venv "$work/mcp2" && "$work/mcp2/bin/python" -m $PIP "$MCP2" pytest anyio trio mypy &
+python3 -m venv "$work/mcp1" && "$work/mcp1/bin/python" -m $PIP "$MCP1" pytest anyio trio &
+wait
+for v in mcp2 mcp1; do
+  "$work/$v/bin/python" -m $PIP --no-index --find-links "$wheels" treeguardian
+  "$work/$v/bin/python" -c 'import mcp, importlib.metadata as m; print("python: venv", m.version("mcp"), "anyio", m.version("anyio"))'
+done
+
+status=0
+for v in mcp2 mcp1; do
+  say "pytest under $v"
+  # From the test directory: the installed package is imported, not packaging/python's.
+  (cd "$pydir/test" && TREEGUARDIAN_TEST_SERVERS_BIN="$work/servers/bin" \
+    timeout 900 "$work/$v/bin/python" -m pytest -q -rxXs -p no:cacheprovider --durations=5 .) || { rc=$?; echo "python: pytest under $v: exit $rc" >&2; status=1; }
+done
+
+say "mypy --strict (the package and examples/usage.py)"
+(cd "$pydir" && "$work/mcp2/bin/python" -m mypy --strict --cache-dir "$work/mypy-cache" treeguardian examples/usage.py) || status=1
+exit $status

@@ -1,0 +1,58 @@
+"""treeguardian: run a provider under guardian, which stops and reaps every process the
+provider leaves behind before it exits with the provider's status.
+
+* :func:`binary` — the bundled ``guardian`` binary's absolute path.
+* :class:`Popen` — ``subprocess.Popen`` of a provider under guardian, with ``provider_pid``,
+  ``events``, ``released``, ``stop()``, ``kill_now()``; a context manager.
+* :mod:`treeguardian.aio` — ``create_subprocess_exec`` for asyncio;
+  :mod:`treeguardian.anyio` — ``open_process`` for anyio (asyncio or trio).
+* :mod:`treeguardian.mcp` — ``guarded(StdioServerParameters(...))`` for the MCP Python SDK.
+* Events are dataclasses (:class:`Spawned`, :class:`Exit`, :class:`Released`, ...);
+  exit statuses are named by :class:`Status` and :func:`describe`.
+"""
+
+from ._binary import binary
+from ._events import (
+    EVENT_TYPES,
+    Continued,
+    Error,
+    Event,
+    Exit,
+    Fallback,
+    Released,
+    Signal,
+    Spawned,
+    Stopped,
+    Stopping,
+    UnknownEvent,
+    parse_event,
+)
+from ._options import OPTIONS
+from ._popen import Popen, guardian_argv
+from ._status import SIGNAL_BASE, Outcome, Status, describe
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "EVENT_TYPES",
+    "OPTIONS",
+    "SIGNAL_BASE",
+    "Continued",
+    "Error",
+    "Event",
+    "Exit",
+    "Fallback",
+    "Outcome",
+    "Popen",
+    "Released",
+    "Signal",
+    "Spawned",
+    "Status",
+    "Stopped",
+    "Stopping",
+    "UnknownEvent",
+    "binary",
+    "describe",
+    "guardian_argv",
+    "parse_event",
+]

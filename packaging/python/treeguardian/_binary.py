@@ -1,0 +1,69 @@
+"""Where the guardian binary this package installed is."""
+
+from __future__ import annotations
+
+import os
+import sys
+import sysconfig
+from pathlib import Path
+from typing import Iterator
+
+#: Overrides the search (a development build, a system guardian): an absolute path.
+ENV_OVERRIDE = "TREEGUARDIAN_BINARY"
+
+
+def _candidates() -> Iterator[Path]:
+    here = Path(__file__).resolve().parent
+    # The scheme this interpreter installs into (a venv's bin/), then the user scheme.
+    yield Path(sysconfig.get_path("scripts")) / "guardian"
+    for scheme in ("posix_user", "posix_prefix"):
+        try:
+            yield Path(sysconfig.get_path("scripts", scheme)) / "guardian"
+        except KeyError:
+            pass
+    # pip install --target DIR / --prefix P: the scripts land in DIR/bin, P/bin.
+    yield here.parent / "bin" / "guardian"
+    for up in here.parents:
+        if up.name == "lib" or up.name.startswith("python"):
+            yield up.parent / "bin" / "guardian"
+
+
+_found: "dict[str, str]" = {}
+
+
+def binary() -> str:
+    """The absolute path of the guardian binary installed with this package (the wheel puts
+    it in the environment's scripts directory, e.g. ``.venv/bin/guardian``).
+
+    ``TREEGUARDIAN_BINARY`` overrides it. Raises ``FileNotFoundError`` naming the places
+    searched when there is none (an sdist install, which refuses to build, or a damaged
+    environment). Never falls back to ``PATH``: the bundled binary is the tested one.
+    """
+    override = os.environ.get(ENV_OVERRIDE)
+    # The search costs ~0.5 ms (sysconfig): done once per override value, re-checked cheaply.
+    cached = _found.get(override or "")
+    if cached is not None and os.access(cached, os.X_OK):
+        return cached
+    path = _search(override)
+    _found[override or ""] = path
+    return path
+
+
+def _search(override: "str | None") -> str:
+    if override:
+        if not os.path.isabs(override) or not os.access(override, os.X_OK):
+            raise FileNotFoundError(f"{ENV_OVERRIDE}={override!r} is not an absolute path to an executable")
+        return override
+    seen = []
+    for c in _candidates():
+        if c in seen:
+            continue
+        seen.append(c)
+        if c.is_file() and os.access(c, os.X_OK):
+            return str(c)
+    raise FileNotFoundError(
+        "treeguardian: the guardian binary is not installed in this environment (looked in "
+        + ", ".join(str(s) for s in seen)
+        + f"); reinstall the wheel for this platform (pip install --force-reinstall treeguardian) or set {ENV_OVERRIDE}"
+        + f" (python {sys.version_info.major}.{sys.version_info.minor}, {sys.platform})"
+    )
