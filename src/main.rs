@@ -30,23 +30,26 @@ mod proptests;
 mod signals;
 mod spawn;
 mod supervise;
-// The one exemption: every `unsafe` block of guardian is in `sys` (start.rs included).
-#[cfg(not(test))]
-#[allow(unsafe_code)]
-#[path = "sys/start.rs"]
-mod start;
+// The one exemption: every `unsafe` block of guardian is in `sys`.
 #[allow(unsafe_code)]
 mod sys;
 mod teardown;
 mod test_hooks;
+mod writer;
 
 use std::ffi::OsStr;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 
 use crate::events::{Event, Events};
 use crate::exit::Failure;
+use crate::log::{debug, fatal, info, warn};
 use crate::supervise::{ParentWatch, Settings, Supervisor};
 use crate::teardown::{Discovery, Tree};
+
+// The process's entry point (`sys/start.rs`): the C `main`, without the Rust runtime's
+// start-up, calling `run_main` with argv. Test builds keep libtest's.
+#[cfg(not(test))]
+sys::start::entry_point!(run_main);
 
 /// Blind mode without a leaf: refused before the provider starts.
 const BLIND_REFUSAL: &str = "/proc is missing or belongs to another PID namespace and guardian is not PID 1: it could not find the provider's descendants to stop them; mount a /proc for this PID namespace, use --cgroup, or run guardian as PID 1 of the namespace";
@@ -357,7 +360,7 @@ fn watch_parent(events: &mut Events, me: i32) -> Result<Option<ParentWatch>, Fai
     let watch = match sys::pidfd_open(ppid) {
         Ok(fd) => ParentWatch::Pidfd(fd),
         Err(e) => {
-            spawn::fallback(events, "pidfd_open", &e, "checking getppid() every 250 ms for parent death");
+            events.fallback("pidfd_open", &e, "checking getppid() every 250 ms for parent death");
             ParentWatch::Poll { ppid, next: sys::monotonic() }
         }
     };

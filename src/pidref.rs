@@ -13,7 +13,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::events::Events;
-use crate::{spawn, sys};
+use crate::sys;
 
 /// `pidfd_send_signal` was refused (ENOSYS/EPERM on a process guardian may always signal).
 static PIDFD_SIGNAL_REFUSED: AtomicBool = AtomicBool::new(false);
@@ -30,9 +30,9 @@ pub fn probe_pidfd_signal(fd: BorrowedFd<'_>, events: &mut Events) {
     if let Err(e) = sys::pidfd_send_signal(fd, 0, 0) {
         if matches!(e.raw_os_error(), Some(libc::ENOSYS | libc::EPERM)) {
             PIDFD_SIGNAL_REFUSED.store(true, Ordering::Relaxed);
-            spawn::fallback(events, "pidfd_send_signal", &e, "kill() on unreaped direct children only");
+            events.fallback("pidfd_send_signal", &e, "kill() on unreaped direct children only");
         } else {
-            crate::debug!("pidfd_send_signal probe failed: {e}");
+            crate::log::debug!("pidfd_send_signal probe failed: {e}");
         }
     }
 }

@@ -52,11 +52,11 @@ mod hooks {
     pub fn fault_after_signal_setup() {
         match std::env::var("GUARDIAN_TEST_FAULT").as_deref() {
             Ok("overflow") => {
-                crate::warn!("test hook: overflowing the stack");
+                crate::log::warn!("test hook: overflowing the stack");
                 std::hint::black_box(recurse(0));
             }
             Ok("abort") => {
-                crate::warn!("test hook: abort()");
+                crate::log::warn!("test hook: abort()");
                 std::process::abort();
             }
             _ => {}

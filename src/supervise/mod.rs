@@ -189,7 +189,7 @@ impl Supervisor {
         }
         if parent_ready {
             self.parent = None;
-            crate::info!("parent process died; tearing the tree down");
+            crate::log::info!("parent process died; tearing the tree down");
             if let Some(code) = self.handle(Happened::ParentDied) {
                 return Some(code);
             }
@@ -198,7 +198,7 @@ impl Supervisor {
             self.events.flush();
         }
         if self.parent_poll_says_dead() {
-            crate::info!("parent process died; tearing the tree down");
+            crate::log::info!("parent process died; tearing the tree down");
             if let Some(code) = self.handle(Happened::ParentDied) {
                 return Some(code);
             }
@@ -238,7 +238,7 @@ impl Supervisor {
             timeout.map(|t| rustix::event::Timespec { tv_sec: t.as_secs() as i64, tv_nsec: t.subsec_nanos() as i64 });
         match rustix::event::poll(fds, ts.as_ref()) {
             Ok(_) | Err(rustix::io::Errno::INTR) => {}
-            Err(e) => crate::warn!("poll() failed: {e}"),
+            Err(e) => crate::log::warn!("poll() failed: {e}"),
         }
         let ready = |slot: Option<usize>| slot.and_then(|i| fds.get(i)).is_some_and(|fd| !fd.revents().is_empty());
         (ready(parent_slot), ready(out_slot), ready(leaf_slot))
@@ -249,7 +249,7 @@ impl Supervisor {
         let before = self.state.phase();
         let actions = self.state.on(what, sys::monotonic());
         if self.state.phase() != before {
-            crate::debug!("{} -> {} ({what:?})", before.name(), self.state.phase().name());
+            crate::log::debug!("{} -> {} ({what:?})", before.name(), self.state.phase().name());
         }
         let mut done = None;
         for action in actions {
@@ -280,7 +280,7 @@ impl Supervisor {
                 }
             }
             Action::KillProvider => {
-                crate::info!("sending SIGKILL to the tree");
+                crate::log::info!("sending SIGKILL to the tree");
                 self.signal_provider(libc::SIGKILL, "kill");
             }
             Action::Round { kill, outside_leaf } => {
@@ -292,22 +292,22 @@ impl Supervisor {
                 return self.handle(Happened::RoundDone { chase });
             }
             Action::EmitStopping { reason, grace_ms } => {
-                crate::info!("{}: stop ({reason}), grace {grace_ms} ms", self.state.phase().name());
+                crate::log::info!("{}: stop ({reason}), grace {grace_ms} ms", self.state.phase().name());
                 self.events.emit(Event::Stopping { reason, grace_ms });
             }
             Action::EmitStopped { signal } => {
-                crate::info!("provider {} stopped ({})", self.provider.pid, signals::name(signal));
+                crate::log::info!("provider {} stopped ({})", self.provider.pid, signals::name(signal));
                 self.events.emit(Event::Stopped { pid: self.provider.pid, signal: signals::name(signal) });
             }
             Action::EmitContinued => {
-                crate::info!("provider {} continued", self.provider.pid);
+                crate::log::info!("provider {} continued", self.provider.pid);
                 self.events.emit(Event::Continued { pid: self.provider.pid });
             }
             Action::TakeTerminal => {
                 let fg = self.foreground();
                 if let Some(tty) = self.tty_fd().filter(|_| fg.is_some_and(|pg| self.is_the_trees_group(pg))) {
                     if let Err(e) = sys::tcsetpgrp(tty, sys::getpgrp()) {
-                        crate::debug!("taking the terminal back failed: {e}");
+                        crate::log::debug!("taking the terminal back failed: {e}");
                     }
                 }
             }
@@ -317,30 +317,32 @@ impl Supervisor {
                 match self.tty_fd().map(|t| (t, sys::tcgetpgrp(t))) {
                     Some((tty, Ok(pg))) if pg == sys::getpgrp() => {
                         if let Err(e) = sys::tcsetpgrp(tty, self.provider_pgid) {
-                            crate::debug!("handing the terminal to the provider's group failed: {e}");
+                            crate::log::debug!("handing the terminal to the provider's group failed: {e}");
                         }
                     }
-                    Some((_, fg)) => crate::debug!("the terminal is not guardian's to hand over (foreground {fg:?})"),
+                    Some((_, fg)) => {
+                        crate::log::debug!("the terminal is not guardian's to hand over (foreground {fg:?})")
+                    }
                     None => {}
                 }
             }
             Action::ContinueProviderGroup => {
                 if let Err(e) = self.provider.signal_group(libc::SIGCONT) {
-                    crate::debug!("SIGCONT to the provider's group failed: {e}");
+                    crate::log::debug!("SIGCONT to the provider's group failed: {e}");
                 }
             }
             Action::SuspendSelf(sig) => {
-                crate::debug!("stopping guardian's process group with {} (job control)", signals::name(sig));
+                crate::log::debug!("stopping guardian's process group with {} (job control)", signals::name(sig));
                 // Everything said so far reaches the reader before the shell sees the stop.
                 self.events.flush();
                 match sys::stop_own_group(sig) {
                     Ok(true) => {} // continued: the SIGCONT waits on the signalfd
                     Ok(false) => {
-                        crate::debug!("the kernel did not stop guardian (orphaned group or ignored signal)");
+                        crate::log::debug!("the kernel did not stop guardian (orphaned group or ignored signal)");
                         return self.handle(Happened::SuspendRefused);
                     }
                     Err(e) => {
-                        crate::warn!("stopping guardian for job control failed: {e}");
+                        crate::log::warn!("stopping guardian for job control failed: {e}");
                         return self.handle(Happened::SuspendRefused);
                     }
                 }
@@ -402,12 +404,12 @@ impl Supervisor {
                 Ok(Some(info)) => info,
                 Ok(None) => return None,
                 Err(e) => {
-                    crate::warn!("reading the signalfd failed: {e}");
+                    crate::log::warn!("reading the signalfd failed: {e}");
                     return None;
                 }
             };
             if self.parent.as_ref().is_some_and(|p| p.is_death_signal(&info)) {
-                crate::info!("parent process died (death signal); tearing the tree down");
+                crate::log::info!("parent process died (death signal); tearing the tree down");
                 // Later reparentings (to a subreaper that then dies) must not fire it again.
                 let _ = sys::set_pdeathsig(0);
                 self.parent = None;
@@ -421,7 +423,7 @@ impl Supervisor {
                 // Our own write to a broken events pipe or stderr: not the owner's signal.
                 libc::SIGPIPE if info.pid == me => continue,
                 sig => {
-                    crate::info!("received {} from pid {}", signals::name(sig), info.pid);
+                    crate::log::info!("received {} from pid {}", signals::name(sig), info.pid);
                     if sig == libc::SIGTERM || sig == self.stop_signal {
                         Happened::StopRequest
                     } else if sig == libc::SIGCONT {
@@ -431,7 +433,7 @@ impl Supervisor {
                         // The provider shares guardian's process group (guardian's group lives
                         // outside its PID namespace): a key the terminal turned into a signal
                         // (^C, ^\, ^Z) reached the provider as well, directly.
-                        crate::debug!("{} from the terminal: the provider heard it too", signals::name(sig));
+                        crate::log::debug!("{} from the terminal: the provider heard it too", signals::name(sig));
                         continue;
                     } else if signals::is_forwarded(sig) {
                         Happened::Signal(sig)
@@ -449,7 +451,7 @@ impl Supervisor {
 
     fn forward(&mut self, sig: i32) {
         if self.state.provider_exited() {
-            crate::debug!("{} not forwarded: the provider has exited", signals::name(sig));
+            crate::log::debug!("{} not forwarded: the provider has exited", signals::name(sig));
             return;
         }
         let (target, res) = match self.forward_to {
@@ -525,7 +527,7 @@ impl Supervisor {
                     provider = Some(status);
                 }
                 Ok((Reaped::Child(pid, _), _)) => {
-                    crate::debug!("reaped descendant {pid}");
+                    crate::log::debug!("reaped descendant {pid}");
                     self.tree.reaped(pid);
                     descendants += 1;
                 }
@@ -535,7 +537,7 @@ impl Supervisor {
                     break;
                 }
                 Err(e) => {
-                    crate::warn!("wait4() failed: {e}");
+                    crate::log::warn!("wait4() failed: {e}");
                     break;
                 }
             }
@@ -566,7 +568,7 @@ impl Supervisor {
             Ok(Some(JobChange::Continued)) => Some(Happened::ProviderContinued),
             Ok(None) => None,
             Err(e) => {
-                crate::debug!("waitid(WSTOPPED) on the provider failed: {e}");
+                crate::log::debug!("waitid(WSTOPPED) on the provider failed: {e}");
                 None
             }
         }
@@ -578,12 +580,12 @@ impl Supervisor {
         match leaf.populated() {
             Ok(populated) => {
                 if !populated && !self.state.leaf_empty() {
-                    crate::debug!("{}: populated 0", leaf.path.display());
+                    crate::log::debug!("{}: populated 0", leaf.path.display());
                 }
                 Some(!populated)
             }
             Err(e) => {
-                crate::debug!("reading {}/cgroup.events failed: {e}", leaf.path.display());
+                crate::log::debug!("reading {}/cgroup.events failed: {e}", leaf.path.display());
                 None
             }
         }
@@ -592,7 +594,7 @@ impl Supervisor {
     fn on_provider_exit(&mut self, status: WaitStatus) {
         self.provider.mark_reaped();
         let sig = status.signal();
-        crate::info!(
+        crate::log::info!(
             "provider {} exited ({})",
             self.provider.pid,
             match sig {

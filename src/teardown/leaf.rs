@@ -9,7 +9,7 @@ use crate::cgroup::Killed;
 use crate::events::{Event, Events, Signal};
 use crate::pidref::PidRef;
 use crate::proctree::Stat;
-use crate::{spawn, sys};
+use crate::sys;
 
 use super::{Phase, Round, STOPPED_REREAD, Tree};
 
@@ -36,19 +36,19 @@ impl Tree {
         let sent = match leaf.kill(self.proc.as_mut()) {
             Ok(Killed::KillFile) => {
                 if !self.leaf_kill_reported {
-                    crate::debug!("wrote 1 to {}/cgroup.kill ({} members)", leaf.path.display(), members.len());
+                    crate::log::debug!("wrote 1 to {}/cgroup.kill ({} members)", leaf.path.display(), members.len());
                 }
                 members
             }
             Ok(Killed::FreezeAndKill(pids)) => {
                 if !self.leaf_kill_reported {
                     let e = std::io::Error::from_raw_os_error(libc::ENOENT);
-                    spawn::fallback(events, "cgroup.kill", &e, "freezing the leaf, SIGKILLing each member, thawing it");
+                    events.fallback("cgroup.kill", &e, "freezing the leaf, SIGKILLing each member, thawing it");
                 }
                 pids
             }
             Err(e) => {
-                crate::warn!(
+                crate::log::warn!(
                     "writing {}/cgroup.kill failed: {e} ({})",
                     leaf.path.display(),
                     crate::errno::name(e.raw_os_error().unwrap_or(0))

@@ -24,7 +24,7 @@ use crate::cgroup::Leaf;
 use crate::events::{Event, Events, Signal};
 use crate::pidref::PidRef;
 use crate::proctree::{self, Proc, Stat};
-use crate::{signals, spawn, sys};
+use crate::{signals, sys};
 
 mod leaf;
 mod scan;
@@ -189,7 +189,7 @@ impl Tree {
         }
         let walk = self.proc.as_mut().is_some_and(|p| p.has_children_files()) && !crate::test_hooks::forced_full_scan();
         if self.proc.is_some() {
-            crate::debug!(
+            crate::log::debug!(
                 "descendants are found by {}",
                 if walk { "walking /proc/PID/task/TID/children" } else { "listing all of /proc" }
             );
@@ -324,7 +324,7 @@ impl Tree {
             return;
         }
         let sig = signals::name(r.sig);
-        crate::debug!(
+        crate::log::debug!(
             "sent {sig} to {} {} ({})",
             sent.len(),
             if leaf_path.is_some() { "leaf members" } else { "descendants" },
@@ -361,7 +361,7 @@ impl Tree {
         // PID 1 of its own namespace: every other process in it is guardian's descendant.
         if let Err(e) = sys::kill(-1, sig) {
             if e.raw_os_error() != Some(libc::ESRCH) {
-                crate::warn!("kill(-1, {}) failed: {e}", signals::name(sig));
+                crate::log::warn!("kill(-1, {}) failed: {e}", signals::name(sig));
             }
             return 0;
         }
@@ -382,7 +382,7 @@ impl Tree {
             pids: None,
             reason: reason.into(),
         }));
-        crate::debug!("sent {} to every process in the namespace ({reason})", signals::name(sig));
+        crate::log::debug!("sent {} to every process in the namespace ({reason})", signals::name(sig));
         1
     }
 
@@ -465,7 +465,7 @@ impl Tree {
     /// Names a process guardian may not signal in `unkillable`, once.
     fn not_permitted(&mut self, pid: i32, what: &str) {
         if !self.stats.unkillable.contains(&pid) {
-            crate::warn!("not permitted to signal {what} {pid} (it changed its user id)");
+            crate::log::warn!("not permitted to signal {what} {pid} (it changed its user id)");
             self.stats.unkillable.push(pid);
         }
     }
@@ -477,7 +477,7 @@ impl Tree {
         match res {
             Ok(()) => true,
             Err(e) => {
-                crate::debug!("sending {} to the provider {pid} failed: {e}", signals::name(sig));
+                crate::log::debug!("sending {} to the provider {pid} failed: {e}", signals::name(sig));
                 if e.raw_os_error() == Some(libc::EPERM) {
                     self.not_permitted(pid, "the provider");
                 }
@@ -525,11 +525,14 @@ impl Tree {
                 }
                 Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return None,
                 Err(e) if matches!(e.raw_os_error(), Some(libc::ENOSYS | libc::EPERM)) => {
-                    spawn::fallback(events, "pidfd_open", &e, "signalling only unreaped direct children");
+                    events.fallback("pidfd_open", &e, "signalling only unreaped direct children");
                     self.use_pidfd = false;
                 }
                 Err(e) => {
-                    crate::debug!("pidfd_open({}) failed: {e}; signalling it only if it is a direct child", seen.pid);
+                    crate::log::debug!(
+                        "pidfd_open({}) failed: {e}; signalling it only if it is a direct child",
+                        seen.pid
+                    );
                 }
             }
         }

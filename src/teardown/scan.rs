@@ -26,7 +26,7 @@ impl Tree {
         for d in &desc {
             self.signal_one(d, &members, r, &mut sent, events);
         }
-        crate::debug!(
+        crate::log::debug!(
             "round ({}): {seen} processes read, {} descendants, {} sent {}",
             r.reason,
             desc.len(),
@@ -148,7 +148,7 @@ impl Tree {
         // The deeper descendants signalled now had their `children` read before: the chasing
         // round reads every child's again, whenever it was last read.
         self.reread_children = sent.len() > direct;
-        crate::debug!(
+        crate::log::debug!(
             "round ({}): {seen} processes read, {} children and {} deeper descendants, {} sent {}",
             r.reason,
             members.len() - 1 - deeper,
@@ -254,7 +254,7 @@ impl Tree {
         let pids = match self.proc.as_mut()?.list() {
             Ok(pids) => pids,
             Err(e) => {
-                crate::warn!("cannot list /proc: {e}; will retry");
+                crate::log::warn!("cannot list /proc: {e}; will retry");
                 return None;
             }
         };
