@@ -108,6 +108,8 @@ struct Started {
     /// guardian's controlling terminal (`/dev/tty`), if it has one.
     tty: Option<OwnedFd>,
     take_terminal: bool,
+    /// `pidfd_send_signal` may be used (start-up step 9).
+    pidfds: bool,
 }
 
 /// Setup steps 2 to 9, up to and including the provider's start; on failure nothing it
@@ -120,7 +122,7 @@ fn start(cli: &cli::Cli, me: i32, events: &mut Events) -> Result<Started, Failur
     if stop_signal_ignored {
         debug!(
             "the stop signal {} was ignored; the provider gets it at its default action",
-            signals::name(cli.stop_signal)
+            signals::name(cli.stop_signal.get())
         );
     }
     test_hooks::fault_after_signal_setup();
@@ -192,19 +194,18 @@ fn start(cli: &cli::Cli, me: i32, events: &mut Events) -> Result<Started, Failur
         new_group: sys::getpgrp() != 0,
         cgroup: leaf.as_ref().map(|l| (l.dir_fd(), l.procs_fd())),
     };
-    let spawned = spawn::spawn(&cfg, events)?;
+    let mut spawned = spawn::spawn(&cfg, events)?;
 
     // 9. Can pidfds signal? A pidfd on guardian itself, or else on the provider (its unreaped
     //    child), both always permitted targets, tells a refused interface from a denied target.
-    match sys::pidfd_open(me) {
+    let pidfds = match sys::pidfd_open(me) {
         Ok(fd) => pidref::probe_pidfd_signal(fd.as_fd(), events),
-        Err(_) => {
-            if let Some(fd) = spawned.provider.pidfd() {
-                pidref::probe_pidfd_signal(fd, events);
-            }
-        }
+        Err(_) => spawned.provider.pidfd().is_none_or(|fd| pidref::probe_pidfd_signal(fd, events)),
+    };
+    if !pidfds {
+        spawned.provider.refuse_pidfd_signals();
     }
-    Ok(Started { sigfd, parent, discovery, proc, leaf, spawned, tty, take_terminal })
+    Ok(Started { sigfd, parent, discovery, proc, leaf, spawned, tty, take_terminal, pidfds })
 }
 
 fn setup_and_supervise(cli: cli::Cli) -> Result<i32, Failure> {
@@ -237,7 +238,7 @@ fn setup_and_supervise(cli: cli::Cli) -> Result<i32, Failure> {
         debug!("{note}");
     }
 
-    let Started { sigfd, parent, discovery, proc, leaf, spawned, tty, take_terminal } =
+    let Started { sigfd, parent, discovery, proc, leaf, spawned, tty, take_terminal, pidfds } =
         match start(&cli, me, &mut events) {
             Ok(started) => started,
             Err(failure) => {
@@ -286,7 +287,7 @@ fn setup_and_supervise(cli: cli::Cli) -> Result<i32, Failure> {
         timeout: cli.timeout,
         wait_descendants: cli.wait_descendants,
     };
-    let tree = Tree::new(discovery, proc, leaf);
+    let tree = Tree::new(discovery, proc, leaf, cli.stop_signal, pidfds);
     let sup =
         Supervisor::new(settings, sigfd, spawned.provider, spawned.pgid, parent, events, tree, tty, take_terminal);
     // Everything start-up needed is done: the parsed command line (the provider's argv and

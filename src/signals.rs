@@ -128,6 +128,41 @@ pub fn parse(text: &str) -> Result<i32, String> {
     Err(bad())
 }
 
+/// The stop signal: one that can end a process and that guardian gives no other meaning, so
+/// it is never SIGKILL (what the grace ends in), SIGCONT or a job-control stop, or SIGCHLD
+/// (guardian's own wake-up), and a stopped process always needs the SIGCONT that follows it.
+/// Only [`StopSignal::parse`] (the parser's `--stop-signal`) makes one; [`StopSignal::TERM`]
+/// is the default.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StopSignal(i32);
+
+impl StopSignal {
+    pub const TERM: StopSignal = StopSignal(libc::SIGTERM);
+
+    /// A signal name or number ([`parse`]) that may be the stop signal.
+    pub fn parse(text: &str) -> Result<StopSignal, String> {
+        let sig = parse(text)?;
+        match sig {
+            libc::SIGKILL => Err(
+                "SIGKILL cannot be the stop signal: it is what the grace period ends in; use --grace 0 to send it at once"
+                    .into(),
+            ),
+            libc::SIGSTOP | libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU | libc::SIGCONT => Err(format!(
+                "{} cannot be the stop signal: it stops or continues a process instead of ending it (job control); use TERM, INT, QUIT, HUP or USR1",
+                name(sig)
+            )),
+            libc::SIGCHLD => Err(
+                "SIGCHLD cannot be the stop signal: guardian reads it to reap; use TERM, INT, QUIT, HUP or USR1".into(),
+            ),
+            _ => Ok(StopSignal(sig)),
+        }
+    }
+
+    pub fn get(self) -> i32 {
+        self.0
+    }
+}
+
 /// Every signal guardian blocks and reads from its signalfd: every catchable one, 1 to 64,
 /// except those ignored when guardian started (they stay ignored for guardian and, inherited,
 /// for the provider). SIGCHLD is always handled, and so is SIGPIPE: the Rust runtime sets it
@@ -203,7 +238,8 @@ pub struct Setup {
 /// signalfd still sees it. The stop signal is also reset to its default action when it was
 /// ignored, because the provider inherits the disposition and must be able to hear it; an
 /// ignored SIGTERM that is not the stop signal stays ignored for the provider.
-pub fn setup(stop_signal: i32) -> Result<Setup, String> {
+pub fn setup(stop_signal: StopSignal) -> Result<Setup, String> {
+    let stop_signal = stop_signal.get();
     // One rt_sigaction per signal (62 of them) is the whole cost of knowing the ignored set;
     // each is asked once.
     let mut ignored = sys::SigSet::empty();

@@ -34,7 +34,7 @@ pub enum ForwardTo {
 pub struct Cli {
     pub sub: Option<Sub>,
     pub grace: Duration,
-    pub stop_signal: i32,
+    pub stop_signal: crate::signals::StopSignal,
     pub forward_to: ForwardTo,
     pub events_fd: Option<i32>,
     pub timeout: Option<Duration>,

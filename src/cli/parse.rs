@@ -395,7 +395,7 @@ pub fn parse(
     let mut cli = Cli {
         sub: None,
         grace: Duration::from_secs(1),
-        stop_signal: libc::SIGTERM,
+        stop_signal: crate::signals::StopSignal::TERM,
         forward_to: ForwardTo::Provider,
         events_fd: None,
         timeout: None,

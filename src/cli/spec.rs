@@ -71,7 +71,7 @@ pub struct Cli {
     /// or TTOU.
     #[arg(short = 's', long, env = "GUARDIAN_STOP_SIGNAL", default_value = "TERM", value_name = "SIG",
           value_parser = parse_signal)]
-    pub stop_signal: i32,
+    pub stop_signal: crate::signals::StopSignal,
 
     /// Where signals guardian receives are forwarded.
     #[arg(long, env = "GUARDIAN_FORWARD_TO", value_enum, default_value_t = ForwardTo::Provider,

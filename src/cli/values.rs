@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use crate::signals;
+use crate::signals::StopSignal;
 
 /// Parses `0`, `500ms`, `10s`, `1.5s`, `1m`, `2h`, `250us`; a bare number is seconds.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
@@ -107,25 +107,9 @@ pub fn parse_cpu(text: &str) -> Result<String, String> {
     }
 }
 
-/// The stop signal must be one that can end a process and that guardian does not give another
-/// meaning: SIGCHLD is guardian's own wake-up, SIGCONT and the job-control stops are job
-/// control, SIGSTOP cannot be caught, and SIGKILL is what the grace ends in (`--grace 0`).
-pub fn parse_signal(text: &str) -> Result<i32, String> {
-    let sig = signals::parse(text)?;
-    match sig {
-        libc::SIGKILL => Err(
-            "SIGKILL cannot be the stop signal: it is what the grace period ends in; use --grace 0 to send it at once"
-                .into(),
-        ),
-        libc::SIGSTOP | libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU | libc::SIGCONT => Err(format!(
-            "{} cannot be the stop signal: it stops or continues a process instead of ending it (job control); use TERM, INT, QUIT, HUP or USR1",
-            signals::name(sig)
-        )),
-        libc::SIGCHLD => {
-            Err("SIGCHLD cannot be the stop signal: guardian reads it to reap; use TERM, INT, QUIT, HUP or USR1".into())
-        }
-        _ => Ok(sig),
-    }
+/// `--stop-signal`: the rules are [`StopSignal::parse`]'s, the one place a stop signal is made.
+pub fn parse_signal(text: &str) -> Result<StopSignal, String> {
+    StopSignal::parse(text)
 }
 
 #[cfg(test)]

@@ -22,6 +22,8 @@ use std::os::unix::ffi::OsStrExt;
 /// Defines the process's entry point, the C `main` the C library's start code calls with
 /// `argc`/`argv` as the kernel laid them out at exec: it prepares the process ([`args`]) and
 /// hands the arguments to `$run`, which never returns.
+// (Unused where `sys` is included without an entry point: xtask.)
+#[allow(unused_macros)]
 macro_rules! entry_point {
     ($run:path) => {
         #[allow(unsafe_code)]
