@@ -66,7 +66,18 @@ impl Events {
         if self.out.is_none() {
             return;
         }
-        let line = event.to_line(sys::monotonic());
+        self.push_line(&event.to_line(sys::monotonic()));
+    }
+
+    /// A line that is not a product event: the test hooks' `test-pause` (`test_hooks.rs`).
+    #[cfg(feature = "test-hooks")]
+    pub fn emit_test_line(&mut self, line: &str) {
+        if self.out.is_some() {
+            self.push_line(line);
+        }
+    }
+
+    fn push_line(&mut self, line: &str) {
         if self.buf.len() + line.len() > MAX_BUFFERED {
             self.dropped += 1;
             return;
@@ -155,7 +166,7 @@ fn check_writable(n: RawFd, fd: BorrowedFd<'_>) -> Result<(), String> {
 // ---- the schema: every line guardian writes is one of these ----
 
 /// One event of the `--events-fd` stream: one variant per row of docs/contract.md's events
-/// table (and the test hooks' `test-pause`). [`Event::to_line`] is the one serializer: it
+/// table. [`Event::to_line`] is the one serializer: it
 /// writes `event`, `ts`, then the fields in the order listed here. A field is always present,
 /// `null` when it has no value (`Option` documented "or null"), or absent when it has none
 /// (documented as "for target ..." or "when ..."). `schema_test` checks the contract, the man
@@ -180,9 +191,6 @@ pub enum Event {
     Released(Released),
     /// guardian failed (125/126/127); the last line. `abandoned` for a teardown given up.
     Error { status: i32, message: String, abandoned: Option<Abandoned> },
-    /// `test-hooks` builds only: the pids of a scan, while the hook pauses.
-    #[cfg_attr(not(feature = "test-hooks"), allow(dead_code))]
-    TestPause { pids: Vec<i32> },
 }
 
 /// The `signal` event: `pid` for targets `provider` and `group`, `cgroup` for target
@@ -280,7 +288,6 @@ impl Event {
             Event::Exit { .. } => "exit",
             Event::Released(_) => "released",
             Event::Error { .. } => "error",
-            Event::TestPause { .. } => "test-pause",
         }
     }
 
@@ -343,7 +350,6 @@ impl Event {
                 out.optional("unkillable", abandoned.as_ref().map(|a| a.unkillable.as_slice()));
                 out.optional("remaining", abandoned.as_ref().map(|a| a.remaining.as_slice()));
             }
-            Event::TestPause { pids } => out.put("pids", pids.as_slice()),
         }
     }
 
