@@ -27,8 +27,10 @@ mod pidref;
 mod proctree;
 #[cfg(test)]
 mod proptests;
+mod signal_step;
 mod signals;
 mod spawn;
+mod status;
 mod supervise;
 // The one exemption: every `unsafe` block of guardian is in `sys`.
 #[allow(unsafe_code)]
@@ -43,7 +45,7 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use crate::events::{Event, Events};
 use crate::exit::Failure;
 use crate::log::{debug, fatal, info, warn};
-use crate::supervise::{ParentWatch, Settings, Supervisor};
+use crate::supervise::{ParentWatch, Settings, Supervisor, Target};
 use crate::teardown::{Discovery, Tree};
 
 // The process's entry point (`sys/start.rs`): the C `main`, without the Rust runtime's
@@ -116,9 +118,9 @@ struct Started {
 /// started is left running, and the caller reports the failure as an `error` event.
 fn start(cli: &cli::Cli, me: i32, events: &mut Events) -> Result<Started, Failure> {
     // 2. Signals: remember what the caller gave us, block every catchable signal and read
-    //    them from a signalfd (`signals::setup`).
-    let signals::Setup { sigfd, original_mask, sigchld_ignored, stop_signal_ignored } =
-        signals::setup(cli.stop_signal).map_err(Failure::guardian)?;
+    //    them from a signalfd (`signal_step::setup`).
+    let signal_step::Setup { sigfd, original_mask, sigchld_ignored, stop_signal_ignored } =
+        signal_step::setup(cli.stop_signal).map_err(Failure::guardian)?;
     if stop_signal_ignored {
         debug!(
             "the stop signal {} was ignored; the provider gets it at its default action",
@@ -275,14 +277,17 @@ fn setup_and_supervise(cli: cli::Cli) -> Result<i32, Failure> {
         // Without a group of its own the provider shares guardian's (its caller's): only the
         // provider can be the target.
         forward_to: if sys::getpgrp() != 0 {
-            cli.forward_to
+            match cli.forward_to {
+                cli::ForwardTo::Provider => Target::Provider,
+                cli::ForwardTo::Group => Target::Group,
+            }
         } else {
             if cli.forward_to == cli::ForwardTo::Group {
                 warn!(
                     "--forward-to group: guardian's process group is outside its PID namespace, so the provider has no group of its own; signals go to the provider"
                 );
             }
-            cli::ForwardTo::Provider
+            Target::Provider
         },
         timeout: cli.timeout,
         wait_descendants: cli.wait_descendants,

@@ -20,15 +20,16 @@ use std::time::Duration;
 
 use rustix::event::{PollFd, PollFlags};
 
-use crate::cli::ForwardTo;
 use crate::events::{Event, Events, Signal, Usage};
 use crate::exit::Failure;
 use crate::pidref::{self, PidRef};
 use crate::signals::{self, StopSignal};
-use crate::sys::{self, JobChange, Reaped, WaitStatus};
+use crate::status::WaitStatus;
+use crate::sys::{self, JobChange, Reaped};
 use crate::teardown::{Phase as RoundPhase, Tree};
 pub use parent::ParentWatch;
-use state::{Action, Config, Foreground, Happened, State, StopReason, Target, Terminal};
+pub use state::Target;
+use state::{Action, Config, Foreground, Happened, State, StopReason, Terminal};
 
 /// How the loop ends: released with guardian's exit status, or given up (125).
 type Outcome = Result<i32, Failure>;
@@ -43,7 +44,8 @@ const SIGNAL_BATCH: usize = 64;
 pub struct Settings {
     pub grace: Duration,
     pub stop_signal: StopSignal,
-    pub forward_to: ForwardTo,
+    /// `--forward-to`.
+    pub forward_to: Target,
     pub timeout: Option<Duration>,
     pub wait_descendants: bool,
 }
@@ -98,10 +100,7 @@ impl Supervisor {
             (Some(_), false) => Terminal::Guardian,
         };
         let cfg = Config {
-            forward_to: match settings.forward_to {
-                ForwardTo::Provider => Target::Provider,
-                ForwardTo::Group => Target::Group,
-            },
+            forward_to: settings.forward_to,
             rounds_reach_descendants: tree.rounds_reach_descendants(),
             stop_round_reaches_provider: tree.stop_round_reaches_provider(),
             grace: settings.grace,

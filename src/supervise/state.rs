@@ -11,7 +11,7 @@
 use std::time::Duration;
 
 use crate::exit;
-use crate::sys::WaitStatus;
+use crate::status::WaitStatus;
 
 /// How long to keep waiting for ECHILD after SIGKILL, and after the last progress (a
 /// descendant killed or reaped), before giving up honestly (exit 125, an `error` event

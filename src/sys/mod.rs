@@ -48,9 +48,7 @@ pub use signal::{
 pub use terminal::{
     getpgrp, is_controlling_terminal, isatty, open_controlling_terminal, setpgid, tcgetpgrp, tcsetpgrp,
 };
-pub use wait::{
-    JobChange, Reaped, Usage, WaitStatus, child_exited, children_usage, reap_blocking, reap_one, wait_job_change,
-};
+pub use wait::{JobChange, Reaped, Usage, child_exited, children_usage, reap_blocking, reap_one, wait_job_change};
 
 #[cfg(not(target_os = "linux"))]
 compile_error!("guardian supports Linux only (it relies on pidfds, signalfd and subreapers)");

@@ -5,16 +5,16 @@
 //! * kept: fds 0-2 that are closed are opened on `/dev/null` (so no fd guardian opens later
 //!   takes their number and receives its log lines), and SIGPIPE is ignored (a reader that
 //!   went away makes writes fail with EPIPE instead of ending guardian; the provider gets the
-//!   default action back, `signals::handled`);
+//!   default action back, `signal_step::handled`);
 //! * left out: the SIGSEGV/SIGBUS stack-overflow handlers on an alternate signal stack (an
 //!   mmap, an mprotect, three sigaltstack calls, four rt_sigaction calls and a munmap at exit),
 //!   which guardian used to reset to `SIG_DFL` right away with four more (it runs no handler at
-//!   all, see `signals::setup`); and the main thread's name (a panic message says
+//!   all, see `signal_step::setup`); and the main thread's name (a panic message says
 //!   `<unnamed>` instead of `main`).
 //!
 //! The C `main` is defined where `main.rs` invokes [`entry_point!`] with guardian's
 //! `run_main`: this module names nothing above `sys` (the call runs downward, from `main.rs`),
-//! and a build that does not invoke it (xtask, the unit tests) gets no second `main`.
+//! and a build that does not invoke it (the unit tests) gets no second `main`.
 
 use std::ffi::{CStr, OsStr, c_char, c_int};
 use std::os::unix::ffi::OsStrExt;
@@ -22,8 +22,6 @@ use std::os::unix::ffi::OsStrExt;
 /// Defines the process's entry point, the C `main` the C library's start code calls with
 /// `argc`/`argv` as the kernel laid them out at exec: it prepares the process ([`args`]) and
 /// hands the arguments to `$run`, which never returns.
-// (Unused where `sys` is included without an entry point: xtask.)
-#[allow(unused_macros)]
 macro_rules! entry_point {
     ($run:path) => {
         #[allow(unsafe_code)]

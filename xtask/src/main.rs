@@ -19,15 +19,11 @@ mod spec;
 #[path = "../../src/cli/values.rs"]
 mod values;
 
-// cli/values.rs parses --stop-signal through guardian's `signals`, which uses `sys` (src/sys/mod.rs
-// brings its files along); include both so the definition (and cli.rs's own tests) behave
-// exactly as in the binary.
+// cli/values.rs parses --stop-signal through guardian's `signals` (pure: no syscall), included
+// so the definition behaves exactly as in the binary.
 #[allow(dead_code)]
 #[path = "../../src/signals.rs"]
 mod signals;
-#[allow(dead_code, unused_imports)]
-#[path = "../../src/sys/mod.rs"]
-mod sys;
 
 mod man;
 

@@ -1,7 +1,7 @@
 //! supervise::state::vocab: what the loop tells the state machine (`Happened`) and what the
 //! state machine tells the loop to do (`Action`).
 
-use crate::sys::WaitStatus;
+use crate::status::WaitStatus;
 
 use super::{Foreground, StopReason, Target};
 
