@@ -6,17 +6,20 @@
 //!
 //! - `mod.rs`: constants, nonces, waits, skips, [`Ctx`] (one test's world);
 //! - `procs.rs`: `/proc` parsing, tagged-process finders, the one killer ([`kill_tagged`]);
+//! - `pty.rs`: an interactive bash on a pseudo-terminal, driven like `expect` ([`Pty`]);
 //! - `run.rs`: the one guardian runner ([`Builder`], [`Guardian`]): events on a pipe;
 //! - `seccomp.rs`: the BPF filter that denies a syscall;
 //! - `cgroup.rs`: mountinfo, delegated test cgroups.
 
 mod cgroup;
 mod procs;
+mod pty;
 mod run;
 mod seccomp;
 
 pub use cgroup::*;
 pub use procs::*;
+pub use pty::*;
 pub use run::*;
 pub use seccomp::*;
 pub use serde_json::Value;
