@@ -4,7 +4,7 @@
 //! reaches the pids born since the last round first (newest first: the live end of a forking
 //! tree).
 
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 
 use crate::events::Events;
 use crate::pidref::PidRef;
@@ -13,6 +13,46 @@ use crate::{signals, sys};
 
 use super::plan::{self, ChildStep, Facts, Finder, Newcomers};
 use super::{Phase, Round, Tree};
+
+/// What one walk of the `children` files found and did.
+struct Walked {
+    /// Who had the round's signal (guardian's children first).
+    sent: Vec<i32>,
+    /// guardian's children signalled this round (by pid, before any read).
+    fresh: HashSet<i32>,
+    /// What is signalled after the walk: the deeper descendants (and for a group's stop
+    /// request, guardian's children too), in the order found.
+    later: Vec<Stat>,
+    /// Every process reached this round: guardian, its children, the deeper descendants.
+    members: HashSet<i32>,
+    /// Whose `children` are read next.
+    queue: VecDeque<Stat>,
+    /// How many processes were read, and how many of them are deeper descendants.
+    seen: usize,
+    deeper: usize,
+    /// A child signalled this round exited before its `children` file was read: it left its
+    /// children to guardian, and the next round, right after the reaping that shortens
+    /// guardian's own `children` file, finds them there (re-reading a file of thousands of
+    /// dying children at once costs the kernel a walk of the list per page read). A child
+    /// signalled earlier had its children read then: what it forked since is a newcomer, for
+    /// the rescans (chasing each exit of a collapsing chain re-walked it every time).
+    left_to_guardian: bool,
+}
+
+impl Walked {
+    fn new(me: i32) -> Walked {
+        Walked {
+            sent: Vec::new(),
+            fresh: HashSet::new(),
+            later: Vec::new(),
+            members: HashSet::from([me]),
+            queue: VecDeque::new(),
+            seen: 1,
+            deeper: 0,
+            left_to_guardian: false,
+        }
+    }
+}
 
 /// The facts the planner asks for, from the kernel: `waitid(WNOWAIT)` and `/proc`.
 pub(super) struct Kernel<'p>(pub Option<&'p mut Proc>);
@@ -67,40 +107,58 @@ impl Tree {
     /// ([`Tree::open_verified`]); their `children` were read before the signal, so such a
     /// round is chased too.
     pub(super) fn walk_round(&mut self, r: &Round<'_>, events: &mut Events) -> usize {
-        let me = self.self_pid;
-        let kill = r.phase() == Phase::Kill;
+        if self.proc.is_none() {
+            return 0;
+        }
         // Signal guardian's children before reading their `children` (not for a group's stop
         // request: the group is in `stat`).
         let first = r.ask.group.is_none();
-        let mut sent = Vec::new();
-        // What is signalled after the walk: the deeper descendants (and for a group's stop
-        // request, guardian's children too), in the order found.
-        let mut later: Vec<Stat> = Vec::new();
-        let mut deeper = 0;
-        // Every process reached this round: guardian, its children, the deeper descendants.
-        let mut members: HashSet<i32> = HashSet::from([me]);
+        let mut w = Walked::new(self.self_pid);
+        self.walk_children(r, first, &mut w);
+        self.walk_deeper(&mut w);
+        crate::test_hooks::pause_after_scan(&w.later, events);
+        let direct = w.sent.len();
+        for d in &std::mem::take(&mut w.later) {
+            self.signal_one(d, &w.members, r, &mut w.sent, events);
+        }
+        let after = plan::after_walk(first, direct, w.sent.len(), w.left_to_guardian);
+        if let Some(Finder::Walk(walk)) = self.mode.finder() {
+            *walk = after;
+        }
+        crate::log::debug!(
+            "round ({}): {} processes read, {} children and {} deeper descendants, {} sent {}",
+            r.reason,
+            w.seen,
+            w.members.len() - 1 - w.deeper,
+            w.deeper,
+            w.sent.len(),
+            signals::name(r.sig)
+        );
+        self.report(r, &w.sent, None, events);
+        w.sent.len()
+    }
+
+    /// The walk's first step: guardian's own `children` file. With `first`, each child is
+    /// signalled at once ([`Tree::signal_child`]), and every one before any `children` file is
+    /// read, so the tree dies (on the other CPUs) while the round reads, and one that has
+    /// exited by then is not read. Otherwise (a group's stop request) each child's `stat` is
+    /// read for its group and it is signalled after the walk.
+    fn walk_children(&mut self, r: &Round<'_>, first: bool, w: &mut Walked) {
+        let me = self.self_pid;
         let me_stat = Stat { pid: me, state: b'R', ppid: 0, pgrp: 0, session: 0, threads: 1, starttime: 0 };
-        let (mut kids, mut grandkids, mut signalled) = (Vec::new(), Vec::new(), Vec::new());
-        let mut queue = std::collections::VecDeque::new();
-        let mut seen = 1;
-        // A child signalled this round that exited before its `children` file was read left
-        // its children to guardian: the next round, right after the reaping that shortens
-        // guardian's own `children` file, finds them there (re-reading a file of thousands of
-        // dying children at once costs the kernel a walk of the list per page read). A child
-        // signalled earlier had its children read then: what it forked since is a newcomer,
-        // for the rescans (chasing each exit of a collapsing chain re-walked it every time).
-        let mut left_to_guardian = false;
-        let Some(proc) = self.proc.as_mut() else { return 0 };
-        if proc.children(&me_stat, &mut kids).is_some() {
+        let mut kids = Vec::new();
+        let mut signalled = Vec::new();
+        if self.proc.as_mut().and_then(|p| p.children(&me_stat, &mut kids)).is_some() {
             self.children_hint = kids.len();
             for &pid in &kids {
                 // Killed and not reaped yet: nothing left to do for it or below it.
-                if (kill && self.delivered.killed_children.contains(&pid)) || !members.insert(pid) {
+                if (r.phase() == Phase::Kill && self.delivered.killed_children.contains(&pid)) || !w.members.insert(pid)
+                {
                     continue;
                 }
-                seen += 1;
+                w.seen += 1;
                 if first {
-                    if let Some(st) = self.signal_child(pid, r, &mut sent) {
+                    if let Some(st) = self.signal_child(pid, r, &mut w.sent) {
                         signalled.push(st);
                     }
                     continue;
@@ -108,32 +166,37 @@ impl Tree {
                 let Some(st) = self.proc.as_mut().and_then(|p| p.stat(pid)).filter(|st| st.ppid == me) else {
                     continue;
                 };
-                later.push(st);
+                w.later.push(st);
                 if !st.is_dead() {
-                    queue.push_back(st);
+                    w.queue.push_back(st);
                 }
             }
         }
-        // Every child is signalled before any `children` file is read, so the tree dies (on
-        // the other CPUs) while the round reads, and one that has exited by now is not read.
-        let fresh: HashSet<i32> = sent.iter().copied().collect();
-        for st in signalled.drain(..) {
+        w.fresh = w.sent.iter().copied().collect();
+        for st in signalled {
             if Some(st.pid) == r.ask.provider || !sys::child_exited(st.pid) {
-                queue.push_back(st);
-            } else if fresh.contains(&st.pid) {
-                left_to_guardian = true;
+                w.queue.push_back(st);
+            } else if w.fresh.contains(&st.pid) {
+                w.left_to_guardian = true;
             }
         }
-        let Some(proc) = self.proc.as_mut() else { return 0 };
-        while let Some(parent) = queue.pop_front() {
+    }
+
+    /// The walk down from guardian's children, breadth-first: each live process's `children`
+    /// read, each child kept only while its `stat` still names that parent.
+    fn walk_deeper(&mut self, w: &mut Walked) {
+        let me = self.self_pid;
+        let Some(proc) = self.proc.as_mut() else { return };
+        let mut grandkids = Vec::new();
+        while let Some(parent) = w.queue.pop_front() {
             grandkids.clear();
             let read = proc.children(&parent, &mut grandkids).is_some();
             // A child of guardian that exited before (or while) its file was read left (some
             // of) its children to guardian: the chasing round finds them there. One that has
             // not exited after the read was read complete (its children move to guardian in
             // the same step, under the same lock, as it becomes a zombie).
-            if parent.ppid == me && fresh.contains(&parent.pid) && sys::child_exited(parent.pid) {
-                left_to_guardian = true;
+            if parent.ppid == me && w.fresh.contains(&parent.pid) && sys::child_exited(parent.pid) {
+                w.left_to_guardian = true;
             }
             if !read {
                 continue;
@@ -142,37 +205,18 @@ impl Tree {
                 // A child whose `stat` no longer names that parent (it died, or was
                 // reparented meanwhile) is left to the next round.
                 if let Some(st) = proc.stat(pid).filter(|st| st.ppid == parent.pid) {
-                    seen += 1;
-                    members.insert(pid);
-                    later.push(st);
-                    deeper += 1;
+                    w.seen += 1;
+                    w.members.insert(pid);
+                    w.later.push(st);
+                    w.deeper += 1;
                     // An exited process has no children left: they were reparented (to
                     // guardian, the subreaper) before it became a zombie.
                     if !st.is_dead() {
-                        queue.push_back(st);
+                        w.queue.push_back(st);
                     }
                 }
             }
         }
-        crate::test_hooks::pause_after_scan(&later, events);
-        let direct = sent.len();
-        for d in &later {
-            self.signal_one(d, &members, r, &mut sent, events);
-        }
-        let after = plan::after_walk(first, direct, sent.len(), left_to_guardian);
-        if let Some(Finder::Walk(w)) = self.mode.finder() {
-            *w = after;
-        }
-        crate::log::debug!(
-            "round ({}): {seen} processes read, {} children and {} deeper descendants, {} sent {}",
-            r.reason,
-            members.len() - 1 - deeper,
-            deeper,
-            sent.len(),
-            signals::name(r.sig)
-        );
-        self.report(r, &sent, None, events);
-        sent.len()
     }
 
     /// The round's signal to `pid`, listed in guardian's own `children`: pinned until guardian
