@@ -30,6 +30,7 @@ use crate::teardown::{Phase as RoundPhase, Tree};
 pub use parent::ParentWatch;
 pub use state::Target;
 use state::{Action, Config, Foreground, Happened, State, StopReason, Terminal};
+use terminal::Tty;
 
 /// How the loop ends: released with guardian's exit status, or given up (125).
 type Outcome = Result<i32, Failure>;
@@ -55,8 +56,8 @@ pub struct Supervisor {
     sigfd: OwnedFd,
     provider: PidRef,
     provider_pgid: i32,
-    /// guardian's controlling terminal (`/dev/tty`): every tcgetpgrp/tcsetpgrp goes through it.
-    tty: Option<OwnedFd>,
+    /// guardian's controlling terminal (`/dev/tty`).
+    tty: Option<Tty>,
     parent: Option<ParentWatch>,
     events: Events,
     tree: Tree,
@@ -116,7 +117,7 @@ impl Supervisor {
             sigfd,
             provider,
             provider_pgid,
-            tty,
+            tty: tty.map(|fd| Tty::new(fd, provider_pgid)),
             parent,
             events,
             tree,
@@ -178,7 +179,8 @@ impl Supervisor {
         if out_ready {
             self.events.flush();
         }
-        if self.parent_poll_says_dead() {
+        if self.parent.as_mut().is_some_and(|p| p.poll_says_dead(sys::monotonic())) {
+            self.parent = None;
             crate::log::info!("parent process died; tearing the tree down");
             if let Some(code) = self.handle(Happened::ParentDied) {
                 return Some(code);
@@ -293,8 +295,10 @@ impl Supervisor {
                 crate::log::info!("provider {} continued", self.provider.pid);
                 self.events.emit(Event::Continued { pid: self.provider.pid });
             }
-            Action::TakeTerminal => self.take_terminal(),
-            Action::GiveTerminal => self.give_terminal(),
+            Action::TakeTerminal => self.tty.iter().for_each(Tty::take_back),
+            // guardian keeps SIGTTOU blocked, so the kernel would let it set the foreground
+            // even from the background: it hands over only what its own group holds.
+            Action::GiveTerminal => self.tty.iter().for_each(Tty::hand_over),
             Action::ContinueProviderGroup => {
                 if let Err(e) = self.provider.signal_group(libc::SIGCONT) {
                     crate::log::debug!("SIGCONT to the provider's group failed: {e}");
@@ -353,7 +357,7 @@ impl Supervisor {
                     if sig == libc::SIGTERM || sig == self.stop_signal.get() {
                         Happened::StopRequest
                     } else if sig == libc::SIGCONT {
-                        let foreground = self.foreground() == Some(sys::getpgrp());
+                        let foreground = self.tty.as_ref().and_then(Tty::foreground) == Some(sys::getpgrp());
                         Happened::Continued { foreground }
                     } else if info.code == libc::SI_KERNEL && self.provider_pgid == sys::getpgrp() {
                         // The provider shares guardian's process group (guardian's group lives
@@ -458,7 +462,7 @@ impl Supervisor {
         }
         match sys::wait_job_change(self.provider.pid) {
             Ok(Some(JobChange::Stopped(signal))) => {
-                let foreground = match self.foreground() {
+                let foreground = match self.tty.as_ref().and_then(Tty::foreground) {
                     Some(pg) if pg == self.provider_pgid => Foreground::Provider,
                     Some(pg) if pg == sys::getpgrp() => Foreground::Guardian,
                     _ => Foreground::Other,

@@ -6,8 +6,6 @@ use std::time::Duration;
 
 use crate::sys;
 
-use super::Supervisor;
-
 /// Interval of the bounded parent check when the parent's pidfd could not be opened.
 const PARENT_POLL: Duration = Duration::from_millis(250);
 /// How guardian notices its parent's death.
@@ -32,18 +30,15 @@ impl ParentWatch {
     pub fn is_death_signal(&self, info: &sys::SigInfo) -> bool {
         matches!(self, ParentWatch::Deathsig(sig) if info.signo == *sig && info.code == libc::SI_USER && info.pid == 0)
     }
-}
 
-impl Supervisor {
-    /// The bounded `getppid()` check, when the parent's pidfd could not be opened.
-    pub(super) fn parent_poll_says_dead(&mut self) -> bool {
-        let now = sys::monotonic();
-        let Some(ParentWatch::Poll { ppid, next }) = &mut self.parent else { return false };
+    /// The bounded `getppid()` check, when the parent's pidfd could not be opened: true once
+    /// the parent changed (it died).
+    pub fn poll_says_dead(&mut self, now: Duration) -> bool {
+        let ParentWatch::Poll { ppid, next } = self else { return false };
         if now < *next {
             return false;
         }
         if rustix::process::getppid().map(|p| p.as_raw_nonzero().get()) != Some(*ppid) {
-            self.parent = None;
             return true;
         }
         *next = now + PARENT_POLL;

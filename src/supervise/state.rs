@@ -24,27 +24,6 @@ pub const RESCAN_FIRST: Duration = Duration::from_millis(10);
 pub const RESCAN_MAX: Duration = Duration::from_millis(250);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum StopReason {
-    /// SIGTERM or the configured stop signal (the owner's shutdown request).
-    Signal,
-    Timeout,
-    ParentDied,
-    /// The provider exited on its own.
-    ProviderExit,
-}
-
-impl StopReason {
-    pub fn name(self) -> &'static str {
-        match self {
-            StopReason::Signal => "signal",
-            StopReason::Timeout => "timeout",
-            StopReason::ParentDied => "parent-died",
-            StopReason::ProviderExit => "exit",
-        }
-    }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Phase {
     /// The provider lives and no stop was asked for.
     Running,
@@ -89,36 +68,6 @@ impl Phase {
             Phase::Running | Phase::ProviderStopped { .. } | Phase::GuardianSuspended { .. } | Phase::Reaping
         )
     }
-}
-
-/// Who owns the foreground of guardian's controlling terminal (`/dev/tty`, whatever fds 0-2
-/// are), as far as guardian is concerned.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Terminal {
-    /// guardian has no controlling terminal: it never touches one.
-    None,
-    /// guardian's own group may hold it (guardian never handed it over, or took it back).
-    Guardian,
-    /// guardian handed it to the provider's group: taken back at the provider's stop or exit.
-    Provider,
-}
-
-/// Which process group holds the terminal's foreground when the provider stopped.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Foreground {
-    Provider,
-    Guardian,
-    /// Another group (guardian runs in the background), or no terminal at all.
-    Other,
-}
-
-/// Where a signal to the provider goes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Target {
-    /// The provider alone (through its pidfd).
-    Provider,
-    /// The provider's process group.
-    Group,
 }
 
 pub struct Config {
@@ -534,7 +483,7 @@ impl State {
 }
 
 mod vocab;
-pub use vocab::{Action, Happened};
+pub use vocab::{Action, Foreground, Happened, StopReason, Target, Terminal};
 
 #[cfg(test)]
 mod tests;

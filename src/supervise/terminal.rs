@@ -1,19 +1,28 @@
-//! supervise::terminal: the loop's hands on guardian's controlling terminal (`/dev/tty`):
+//! supervise::terminal: the loop's hands on guardian's controlling terminal (`/dev/tty`, [`Tty`]):
 //! taking the foreground back from the provider's tree and handing it to the provider's group,
 //! as the state machine's `TakeTerminal` / `GiveTerminal` say.
 
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 
 use crate::sys;
 
-use super::Supervisor;
+/// guardian's controlling terminal (`/dev/tty`): every tcgetpgrp/tcsetpgrp goes through it.
+pub struct Tty {
+    fd: OwnedFd,
+    /// The provider's process group.
+    provider_pgid: i32,
+}
 
-impl Supervisor {
+impl Tty {
+    pub fn new(fd: OwnedFd, provider_pgid: i32) -> Tty {
+        Tty { fd, provider_pgid }
+    }
+
     /// The terminal's foreground back to guardian's group, if the tree holds it.
-    pub(super) fn take_terminal(&mut self) {
+    pub fn take_back(&self) {
         let fg = self.foreground();
-        if let Some(tty) = self.tty_fd().filter(|_| fg.is_some_and(|pg| self.is_the_trees_group(pg))) {
-            if let Err(e) = sys::tcsetpgrp(tty, sys::getpgrp()) {
+        if fg.is_some_and(|pg| self.is_the_trees_group(pg)) {
+            if let Err(e) = sys::tcsetpgrp(self.tty_fd(), sys::getpgrp()) {
                 crate::log::debug!("taking the terminal back failed: {e}");
             }
         }
@@ -22,20 +31,19 @@ impl Supervisor {
     /// The foreground to the provider's group. guardian keeps SIGTTOU blocked, so the kernel
     /// would let it set the foreground even from the background: it hands over only what its
     /// own group holds.
-    pub(super) fn give_terminal(&mut self) {
-        match self.tty_fd().map(|t| (t, sys::tcgetpgrp(t))) {
-            Some((tty, Ok(pg))) if pg == sys::getpgrp() => {
-                if let Err(e) = sys::tcsetpgrp(tty, self.provider_pgid) {
+    pub fn hand_over(&self) {
+        match sys::tcgetpgrp(self.tty_fd()) {
+            Ok(pg) if pg == sys::getpgrp() => {
+                if let Err(e) = sys::tcsetpgrp(self.tty_fd(), self.provider_pgid) {
                     crate::log::debug!("handing the terminal to the provider's group failed: {e}");
                 }
             }
-            Some((_, fg)) => crate::log::debug!("the terminal is not guardian's to hand over (foreground {fg:?})"),
-            None => {}
+            fg => crate::log::debug!("the terminal is not guardian's to hand over (foreground {fg:?})"),
         }
     }
 
-    fn tty_fd(&self) -> Option<std::os::fd::RawFd> {
-        self.tty.as_ref().map(|t| t.as_raw_fd())
+    fn tty_fd(&self) -> std::os::fd::RawFd {
+        self.fd.as_raw_fd()
     }
 
     /// Whether the terminal's foreground group `pg` belongs to the provider's tree: the
@@ -73,7 +81,7 @@ impl Supervisor {
     }
 
     /// The terminal's foreground process group, if guardian has a controlling terminal.
-    pub(super) fn foreground(&self) -> Option<i32> {
-        sys::tcgetpgrp(self.tty_fd()?).ok()
+    pub fn foreground(&self) -> Option<i32> {
+        sys::tcgetpgrp(self.tty_fd()).ok()
     }
 }

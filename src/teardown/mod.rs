@@ -31,6 +31,7 @@ mod leaf;
 mod plan;
 mod scan;
 
+pub use plan::Phase;
 use plan::{Ask, Delivered, Finder, LeafKilled, Mode};
 
 /// How guardian finds its descendants.
@@ -55,14 +56,6 @@ impl Discovery {
             Discovery::Blind => "blind",
         }
     }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Phase {
-    /// The stop signal (followed by SIGCONT so stopped processes act on it).
-    Stop,
-    /// SIGKILL.
-    Kill,
 }
 
 /// What one round sends, to whom it does not, and why (for the events).

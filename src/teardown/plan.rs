@@ -11,7 +11,14 @@ use std::time::Duration;
 
 use crate::proctree::Stat;
 
-use super::Phase;
+/// A round's phase: which signal it sends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// The stop signal (followed by SIGCONT so stopped processes act on it).
+    Stop,
+    /// SIGKILL.
+    Kill,
+}
 
 /// How often a stop round reads again the `children` of a child of guardian that had the stop
 /// signal and still lives. A process acting on the stop signal (dying, or cleaning up) is read

@@ -1,9 +1,59 @@
-//! supervise::state::vocab: what the loop tells the state machine (`Happened`) and what the
-//! state machine tells the loop to do (`Action`).
+//! supervise::state::vocab: the state machine's words: what the loop tells it (`Happened`),
+//! what it tells the loop to do (`Action`), and the values they carry (`StopReason`,
+//! `Target`, who holds the terminal).
 
 use crate::status::WaitStatus;
 
-use super::{Foreground, StopReason, Target};
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StopReason {
+    /// SIGTERM or the configured stop signal (the owner's shutdown request).
+    Signal,
+    Timeout,
+    ParentDied,
+    /// The provider exited on its own.
+    ProviderExit,
+}
+
+impl StopReason {
+    pub fn name(self) -> &'static str {
+        match self {
+            StopReason::Signal => "signal",
+            StopReason::Timeout => "timeout",
+            StopReason::ParentDied => "parent-died",
+            StopReason::ProviderExit => "exit",
+        }
+    }
+}
+
+/// Who owns the foreground of guardian's controlling terminal (`/dev/tty`, whatever fds 0-2
+/// are), as far as guardian is concerned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Terminal {
+    /// guardian has no controlling terminal: it never touches one.
+    None,
+    /// guardian's own group may hold it (guardian never handed it over, or took it back).
+    Guardian,
+    /// guardian handed it to the provider's group: taken back at the provider's stop or exit.
+    Provider,
+}
+
+/// Which process group holds the terminal's foreground when the provider stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Foreground {
+    Provider,
+    Guardian,
+    /// Another group (guardian runs in the background), or no terminal at all.
+    Other,
+}
+
+/// Where a signal to the provider goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// The provider alone (through its pidfd).
+    Provider,
+    /// The provider's process group.
+    Group,
+}
 
 /// What the loop observed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
