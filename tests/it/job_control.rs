@@ -207,6 +207,23 @@ impl Session {
         }
     }
 
+    /// Types `ping`: the program reads it with its process group holding the terminal
+    /// (`why` says why it should).
+    fn ping_in_the_foreground(&mut self, why: &str) {
+        self.type_line("ping");
+        let got = self.expect_line("JC-GOT ping");
+        assert_eq!(field(&got, "fg"), 1, "{why}: {got:?}");
+    }
+
+    /// Types `q`: the program and the wrapper end, `$?` is 0, and nothing but bash is left.
+    fn quit(&mut self, provider: i32, wrapper: i32) {
+        self.type_line("q");
+        self.wait_gone(provider, "the program after q");
+        self.wait_gone(wrapper, "the wrapper after the program");
+        assert_eq!(self.status(), 0);
+        self.wait_only_bash_left("after q");
+    }
+
     /// ^Z on a foreground program: bash reports the job stopped and reads commands again,
     /// and the program and the wrapper are both stopped.
     fn suspend(&mut self, provider: i32, key: &str) -> i32 {
@@ -249,9 +266,7 @@ fn case2_fg_continues_with_the_terminal_and_ctrl_c_ends_it() {
     let wrapper = s.suspend(provider, CTRL_Z);
     s.type_line("fg");
     s.expect_line("JC-CONT");
-    s.type_line("ping");
-    let got = s.expect_line("JC-GOT ping");
-    assert_eq!(field(&got, "fg"), 1, "after fg the program's group holds the terminal: {got:?}");
+    s.ping_in_the_foreground("after fg the program's group holds the terminal");
     s.send(CTRL_C);
     s.wait_gone(provider, "the program after ^C");
     s.wait_gone(wrapper, "the wrapper after ^C");
@@ -295,14 +310,8 @@ fn case4_background_start_then_fg_gets_the_terminal() {
     s.wait_job_stopped();
     s.type_line("fg");
     s.expect_line("JC-CONT");
-    s.type_line("ping");
-    let got = s.expect_line("JC-GOT ping");
-    assert_eq!(field(&got, "fg"), 1, "after fg the program's group holds the terminal: {got:?}");
-    s.type_line("q");
-    s.wait_gone(provider, "the program after q");
-    s.wait_gone(wrapper, "the wrapper after the program");
-    assert_eq!(s.status(), 0);
-    s.wait_only_bash_left("after q");
+    s.ping_in_the_foreground("after fg the program's group holds the terminal");
+    s.quit(provider, wrapper);
 }
 
 /// Case 4, the other order: `WRAPPER cmd &`, then `fg` while the program runs and has not
@@ -324,14 +333,8 @@ fn case4_fg_before_the_background_program_reads_the_terminal() {
         (pgrp_and_tpgid(s.bash_pid()).map(|(_, tpgid)| tpgid) == Some(wrapper_pgrp)).then_some(())
     });
     s.ctx.release(&late);
-    s.type_line("ping");
-    let got = s.expect_line("JC-GOT ping");
-    assert_eq!(field(&got, "fg"), 1, "after fg the program's group holds the terminal: {got:?}");
-    s.type_line("q");
-    s.wait_gone(provider, "the program after q");
-    s.wait_gone(wrapper, "the wrapper after the program");
-    assert_eq!(s.status(), 0);
-    s.wait_only_bash_left("after q");
+    s.ping_in_the_foreground("after fg the program's group holds the terminal");
+    s.quit(provider, wrapper);
 }
 
 /// Case 5: a full-screen program that stops its own process group on a ^Z key (raw mode,
@@ -390,14 +393,8 @@ fn case6_foreground_program_reads_the_terminal() {
     let (provider, ready) = s.run_program("cooked", false);
     assert_eq!(field(&ready, "fg"), 1, "the program's group holds the terminal: {ready:?}");
     let wrapper = s.wrapper_of(provider);
-    s.type_line("ping");
-    let got = s.expect_line("JC-GOT ping");
-    assert_eq!(field(&got, "fg"), 1, "{got:?}");
-    s.type_line("q");
-    s.wait_gone(provider, "the program after q");
-    s.wait_gone(wrapper, "the wrapper after the program");
-    assert_eq!(s.status(), 0);
-    s.wait_only_bash_left("after q");
+    s.ping_in_the_foreground("the program reads the terminal");
+    s.quit(provider, wrapper);
 }
 
 /// Case 6, unchanged behaviour: a wrapper started in the background never takes the terminal
@@ -438,15 +435,9 @@ fn case7_stop_from_outside_does_not_stop_the_wrapper() {
     let (state, _, _) = stat(wrapper).expect("the wrapper's stat");
     assert_ne!(state, b'T', "the wrapper must not stop itself for a stop from outside");
     assert!(harness::signal_tagged(provider, &s.ctx.nonce, libc::SIGCONT), "SIGCONT the program");
-    s.type_line("ping");
-    let got = s.expect_line("JC-GOT ping");
-    assert_eq!(field(&got, "fg"), 1, "the program kept the terminal: {got:?}");
-    s.type_line("q");
-    s.wait_gone(provider, "the program after q");
-    s.wait_gone(wrapper, "the wrapper after the program");
-    assert_eq!(s.status(), 0);
+    s.ping_in_the_foreground("the program kept the terminal");
+    s.quit(provider, wrapper);
     assert!(!s.transcript().contains("Stopped"), "the shell never saw the job stop:\n{}", s.transcript());
-    s.wait_only_bash_left("after q");
 }
 
 /// Without a terminal: a provider stopped from outside keeps guardian running (it handles
@@ -505,9 +496,7 @@ fn ctrl_z_under_sh_c_stops_the_whole_job_and_fg_resumes_it() {
     s.wait_state(guardian, b'T', "the wrapper stopped with its job");
     s.type_line("fg");
     s.expect_line("JC-CONT");
-    s.type_line("ping");
-    let got = s.expect_line("JC-GOT ping");
-    assert_eq!(field(&got, "fg"), 1, "after fg the program's group holds the terminal: {got:?}");
+    s.ping_in_the_foreground("after fg the program's group holds the terminal");
     s.type_line("q");
     assert_eq!(s.expect_line("JC-DONE="), "JC-DONE=0", "the script goes on after the wrapper");
     assert_eq!(s.status(), 0);
@@ -583,9 +572,7 @@ fn stdin_from_a_pipe_program_reads_and_sets_the_terminal() {
             let set = s.expect_line("JC-SET");
             assert_eq!(field(&set, "fg"), 1, "tcsetattr went through with the terminal: {set:?}");
         }
-        s.type_line("ping");
-        let got = s.expect_line("JC-GOT ping");
-        assert_eq!(field(&got, "fg"), 1, "the program read /dev/tty in the foreground: {got:?}");
+        s.ping_in_the_foreground("the program read /dev/tty in the foreground");
         if options.is_empty() {
             let set = s.expect_line("JC-SET");
             assert_eq!(field(&set, "fg"), 1, "{set:?}");
