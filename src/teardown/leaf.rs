@@ -121,7 +121,12 @@ impl Tree {
     /// A handle on a leaf member only if, after its pidfd exists, the pid still has the start
     /// time seen and sits in the leaf, and the pidfd still names that pid (so the reads were
     /// about the process the pidfd holds).
+    /// Without pidfds that may signal (refused at start or since) there is none: a member that
+    /// is not guardian's child cannot be signalled safely.
     pub(super) fn open_leaf_member(&mut self, seen: &Stat) -> Option<PidRef> {
+        if !self.use_pidfd {
+            return None;
+        }
         let fd = sys::pidfd_open(seen.pid).ok()?;
         let (proc, leaf) = (self.proc.as_mut()?, self.leaf.as_ref()?);
         let same = proc.stat(seen.pid).is_some_and(|now| now.starttime == seen.starttime)
