@@ -106,7 +106,7 @@ impl Tree {
                 continue;
             }
             let Some(st) = self.proc.as_mut().and_then(|p| p.stat(pid)) else { continue };
-            if st.is_dead() || self.delivered.had(Phase::Stop, pid, st.starttime) {
+            if !plan::signals(&st, &r.ask, &mut self.delivered, &self.leaf_rounds.killed) {
                 continue;
             }
             if let Some(handle) = self.open_leaf_member(&st) {
