@@ -27,18 +27,17 @@ mod pidref;
 mod proctree;
 #[cfg(test)]
 mod proptests;
+mod signal_step;
 mod signals;
 mod spawn;
+mod status;
 mod supervise;
-// The one exemption: every `unsafe` block of guardian is in `sys` (start.rs included).
-#[cfg(not(test))]
-#[allow(unsafe_code)]
-#[path = "sys/start.rs"]
-mod start;
+// The one exemption: every `unsafe` block of guardian is in `sys`.
 #[allow(unsafe_code)]
 mod sys;
 mod teardown;
 mod test_hooks;
+mod writer;
 
 use std::ffi::OsStr;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
@@ -46,8 +45,14 @@ use std::path::Path;
 
 use crate::events::{Event, Events};
 use crate::exit::Failure;
-use crate::supervise::{ParentWatch, Settings, Supervisor};
+use crate::log::{debug, fatal, info, warn};
+use crate::supervise::{ParentWatch, Settings, Supervisor, Target};
 use crate::teardown::{Discovery, Tree};
+
+// The process's entry point (`sys/start.rs`): the C `main`, without the Rust runtime's
+// start-up, calling `run_main` with argv. Test builds keep libtest's.
+#[cfg(not(test))]
+sys::start::entry_point!(run_main);
 
 /// Blind mode without a leaf: refused before the provider starts.
 const BLIND_REFUSAL: &str = "/proc is missing or belongs to another PID namespace and guardian is not PID 1: it could not find the provider's descendants to stop them; mount a /proc for this PID namespace, use --cgroup, or run guardian as PID 1 of the namespace";
@@ -106,19 +111,21 @@ struct Started {
     /// guardian's controlling terminal (`/dev/tty`), if it has one.
     tty: Option<OwnedFd>,
     take_terminal: bool,
+    /// `pidfd_send_signal` may be used (start-up step 9).
+    pidfds: bool,
 }
 
 /// Setup steps 2 to 9, up to and including the provider's start; on failure nothing it
 /// started is left running, and the caller reports the failure as an `error` event.
 fn start(cli: &cli::Cli, me: i32, events: &mut Events) -> Result<Started, Failure> {
     // 2. Signals: remember what the caller gave us, block every catchable signal and read
-    //    them from a signalfd (`signals::setup`).
-    let signals::Setup { sigfd, original_mask, sigchld_ignored, stop_signal_ignored } =
-        signals::setup(cli.stop_signal).map_err(Failure::guardian)?;
+    //    them from a signalfd (`signal_step::setup`).
+    let signal_step::Setup { sigfd, original_mask, sigchld_ignored, stop_signal_ignored } =
+        signal_step::setup(cli.stop_signal).map_err(Failure::guardian)?;
     if stop_signal_ignored {
         debug!(
             "the stop signal {} was ignored; the provider gets it at its default action",
-            signals::name(cli.stop_signal)
+            signals::name(cli.stop_signal.get())
         );
     }
     test_hooks::fault_after_signal_setup();
@@ -190,19 +197,18 @@ fn start(cli: &cli::Cli, me: i32, events: &mut Events) -> Result<Started, Failur
         new_group: sys::getpgrp() != 0,
         cgroup: leaf.as_ref().map(|l| (l.dir_fd(), l.procs_fd())),
     };
-    let spawned = spawn::spawn(&cfg, events)?;
+    let mut spawned = spawn::spawn(&cfg, events)?;
 
     // 9. Can pidfds signal? A pidfd on guardian itself, or else on the provider (its unreaped
     //    child), both always permitted targets, tells a refused interface from a denied target.
-    match sys::pidfd_open(me) {
+    let pidfds = match sys::pidfd_open(me) {
         Ok(fd) => pidref::probe_pidfd_signal(fd.as_fd(), events),
-        Err(_) => {
-            if let Some(fd) = spawned.provider.pidfd() {
-                pidref::probe_pidfd_signal(fd, events);
-            }
-        }
+        Err(_) => spawned.provider.pidfd().is_none_or(|fd| pidref::probe_pidfd_signal(fd, events)),
+    };
+    if !pidfds {
+        spawned.provider.refuse_pidfd_signals();
     }
-    Ok(Started { sigfd, parent, discovery, proc, leaf, spawned, tty, take_terminal })
+    Ok(Started { sigfd, parent, discovery, proc, leaf, spawned, tty, take_terminal, pidfds })
 }
 
 fn setup_and_supervise(cli: cli::Cli) -> Result<i32, Failure> {
@@ -236,7 +242,7 @@ fn setup_and_supervise(cli: cli::Cli) -> Result<i32, Failure> {
         debug!("{note}");
     }
 
-    let Started { sigfd, parent, discovery, proc, leaf, spawned, tty, take_terminal } =
+    let Started { sigfd, parent, discovery, proc, leaf, spawned, tty, take_terminal, pidfds } =
         match start(&cli, me, &mut events) {
             Ok(started) => started,
             Err(failure) => {
@@ -273,19 +279,22 @@ fn setup_and_supervise(cli: cli::Cli) -> Result<i32, Failure> {
         // Without a group of its own the provider shares guardian's (its caller's): only the
         // provider can be the target.
         forward_to: if sys::getpgrp() != 0 {
-            cli.forward_to
+            match cli.forward_to {
+                cli::ForwardTo::Provider => Target::Provider,
+                cli::ForwardTo::Group => Target::Group,
+            }
         } else {
             if cli.forward_to == cli::ForwardTo::Group {
                 warn!(
                     "--forward-to group: guardian's process group is outside its PID namespace, so the provider has no group of its own; signals go to the provider"
                 );
             }
-            cli::ForwardTo::Provider
+            Target::Provider
         },
         timeout: cli.timeout,
         wait_descendants: cli.wait_descendants,
     };
-    let tree = Tree::new(discovery, proc, leaf);
+    let tree = Tree::new(discovery, proc, leaf, cli.stop_signal, pidfds);
     let sup =
         Supervisor::new(settings, sigfd, spawned.provider, spawned.pgid, parent, events, tree, tty, take_terminal);
     // Everything start-up needed is done: the parsed command line (the provider's argv and
@@ -359,7 +368,7 @@ fn watch_parent(events: &mut Events, me: i32) -> Result<Option<ParentWatch>, Fai
     let watch = match sys::pidfd_open(ppid) {
         Ok(fd) => ParentWatch::Pidfd(fd),
         Err(e) => {
-            spawn::fallback(events, "pidfd_open", &e, "checking getppid() every 250 ms for parent death");
+            events.fallback("pidfd_open", &e, "checking getppid() every 250 ms for parent death");
             ParentWatch::Poll { ppid, next: sys::monotonic() }
         }
     };

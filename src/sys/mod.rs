@@ -13,6 +13,7 @@
 //! * `terminal`: the controlling terminal's foreground process group.
 //! * `fd`: fds inherited from the caller, and writes that never block.
 //! * `memory`: handing start-up's heap and stack pages back.
+//! * `start`: the entry point (the C `main`, defined where `main.rs` invokes `entry_point!`).
 //!
 //! Every wrapper returns `io::Result` with the kernel's errno; callers name the syscall in
 //! their messages. Every block of `unsafe` carries a `// SAFETY:` note, and every `unsafe fn`
@@ -23,6 +24,8 @@ mod memory;
 mod pidfd;
 mod process;
 mod signal;
+#[cfg_attr(test, allow(dead_code, unused_imports, unused_macros))]
+pub mod start;
 mod terminal;
 mod wait;
 
@@ -45,9 +48,7 @@ pub use signal::{
 pub use terminal::{
     getpgrp, is_controlling_terminal, isatty, open_controlling_terminal, setpgid, tcgetpgrp, tcsetpgrp,
 };
-pub use wait::{
-    JobChange, Reaped, Usage, WaitStatus, child_exited, children_usage, reap_blocking, reap_one, wait_job_change,
-};
+pub use wait::{JobChange, Reaped, Usage, child_exited, children_usage, reap_blocking, reap_one, wait_job_change};
 
 #[cfg(not(target_os = "linux"))]
 compile_error!("guardian supports Linux only (it relies on pidfds, signalfd and subreapers)");

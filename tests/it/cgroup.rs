@@ -418,19 +418,6 @@ fn an_unusable_explicit_path_exits_125_naming_file_and_permission() {
 // Hostile trees (issue 9 items 1, 5, 11, 12) and doctor's agreement with guardian (issue 12
 // item 6)
 
-/// A C program compiled into the test's directory (which uid 65534 can reach), so its path,
-/// argv[0], carries the nonce too.
-fn c_program(ctx: &Ctx, name: &str, source: &str) -> PathBuf {
-    use std::os::unix::fs::PermissionsExt;
-    let src = ctx.path(&format!("{name}.c"));
-    let bin = ctx.path(name);
-    std::fs::write(&src, source).expect("write C source");
-    let out = Command::new("cc").arg("-pthread").arg("-o").arg(&bin).arg(&src).output().expect("run cc");
-    assert!(out.status.success(), "cc failed: {}", String::from_utf8_lossy(&out.stderr));
-    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).expect("chmod program");
-    bin
-}
-
 /// `zombie-leader 1000.<tag>`: ignores SIGTERM, then its main thread exits (pthread_exit)
 /// while a second thread sleeps. /proc/PID/stat then shows state Z with 2 threads and an
 /// empty cmdline; the live thread's /proc/PID/task/TID/cmdline still carries the tag (the
@@ -479,7 +466,7 @@ fn the_harness_finds_and_kills_a_process_whose_main_thread_exited() {
     use std::os::unix::process::ExitStatusExt;
     need_program!("cc", "gcc");
     let ctx = Ctx::new("harness-zombie-leader");
-    let bin = c_program(&ctx, "zombie-leader", ZOMBIE_LEADER);
+    let bin = ctx.c_program("zombie-leader", ZOMBIE_LEADER);
     let mut child = Command::new(&bin).arg(ctx.sleep_arg(1000)).stdin(Stdio::null()).spawn().expect("spawn");
     let pid = child.id() as i32;
     wait_for("its main thread to exit", || leader_exited(pid).then_some(()));
@@ -503,7 +490,7 @@ fn a_process_whose_main_thread_exited_is_killed_in_the_leaf() {
     // cgroup.kill in the cgroup's cleanup cannot.
     let ctx = Ctx::new("cg-zombie-leader");
     let n = &ctx.nonce;
-    let bin = c_program(&ctx, "zombie-leader", ZOMBIE_LEADER);
+    let bin = ctx.c_program("zombie-leader", ZOMBIE_LEADER);
     let provider = format!("{}; exit 3", zombie_leader_waits(&bin, n));
     let mut g =
         start(&ctx, Some(&cg.path), &["-vv", "--cgroup", "auto", "--grace", "200ms", "--", "sh", "-c", &provider]);
@@ -522,7 +509,7 @@ fn sweep_leaf_kills_a_process_cgroup_kill_misses() {
     let cg = TestCgroup::new(&mount, true);
     let ctx = Ctx::new("cg-sweep-leaf");
     let n = &ctx.nonce;
-    let bin = c_program(&ctx, "zombie-leader", ZOMBIE_LEADER);
+    let bin = ctx.c_program("zombie-leader", ZOMBIE_LEADER);
     let provider = format!("{}; exec sleep 1000.{n}", zombie_leader_waits(&bin, n));
     let mut g = start(&ctx, Some(&cg.path), &["--cgroup", "auto", "--", "sh", "-c", &provider]);
     let leaf = leaf(&g);
@@ -640,7 +627,7 @@ fn cgroups_nested_deeper_than_path_max_are_removed() {
     let cg = TestCgroup::new(&mount, true);
     let ctx = Ctx::new("cg-deep-nest");
     let n = &ctx.nonce;
-    let bin = c_program(&ctx, "deep-nest", DEEP_NEST);
+    let bin = ctx.c_program("deep-nest", DEEP_NEST);
     // 30 levels of 200-character names: 6 000 bytes below the leaf, beyond PATH_MAX (4 096).
     let provider = format!("cd \"$1$(sed -n 's/^0:://p' /proc/self/cgroup)\" && {} 1000.{n} 30", bin.display());
     let mount_arg = mount.to_string_lossy().into_owned();
