@@ -27,6 +27,7 @@ mod pidref;
 mod proctree;
 #[cfg(test)]
 mod proptests;
+mod sentinel;
 mod signals;
 mod spawn;
 mod supervise;
@@ -109,18 +110,24 @@ struct Started {
 
 /// Setup steps 2 to 9, up to and including the provider's start; on failure nothing it
 /// started is left running, and the caller reports the failure as an `error` event.
-fn start(cli: &cli::Cli, me: i32, events: &mut Events) -> Result<Started, Failure> {
+fn start(cli: &cli::Cli, me: &mut i32, events: &mut Events) -> Result<Started, Failure> {
     // 2. Signals: remember what the caller gave us, block every catchable signal and read
     //    them from a signalfd (`signals::setup`).
-    let signals::Setup { sigfd, original_mask, sigchld_ignored, stop_signal_ignored } =
-        signals::setup(cli.stop_signal).map_err(Failure::guardian)?;
-    if stop_signal_ignored {
+    let setup = signals::setup(cli.stop_signal).map_err(Failure::guardian)?;
+    if setup.stop_signal_ignored {
         debug!(
             "the stop signal {} was ignored; the provider gets it at its default action",
             signals::name(cli.stop_signal)
         );
     }
     test_hooks::fault_after_signal_setup();
+
+    // 2b. The sentinel (`sentinel`): unless guardian is PID 1 (or it is turned off), the
+    //     process the host started stays behind as a small parent and guardian goes on in a
+    //     child, so that a SIGKILL of the host's process is a parent death guardian sees.
+    *me = sentinel::split(*me, &setup, !cli.no_parent_watch, events)?;
+    let me = *me;
+    let signals::Setup { sigfd, original_mask, sigchld_ignored, .. } = setup;
 
     // 3. Subreaper before the provider exists, so every orphan of its tree comes to us.
     rustix::process::set_child_subreaper(Some(
@@ -130,7 +137,9 @@ fn start(cli: &cli::Cli, me: i32, events: &mut Events) -> Result<Started, Failur
 
     // 4. Parent watch: pidfd on the parent, re-checked after opening; PR_SET_PDEATHSIG when
     //    the parent is outside guardian's PID namespace.
-    let parent = if cli.no_parent_watch { None } else { watch_parent(events, me)? };
+    //    Behind a sentinel the parent is the sentinel, watched whatever --no-parent-watch says
+    //    (the sentinel watches the host's process, or not, as that option says).
+    let parent = if cli.no_parent_watch && sentinel::pid().is_none() { None } else { watch_parent(events, me)? };
 
     // 5. How descendants will be found at teardown.
     let mut proc = proctree::Proc::open().ok();
@@ -165,7 +174,7 @@ fn start(cli: &cli::Cli, me: i32, events: &mut Events) -> Result<Started, Failur
     let tty = match sys::open_controlling_terminal() {
         // A group outside guardian's PID namespace reads as 0, and so does a foreground group
         // that is not visible: no comparison of the two can be trusted, so no job control.
-        Ok(Some(_)) if sys::getpgrp() == 0 => {
+        Ok(Some(_)) if sentinel::job_pgrp() == 0 => {
             debug!("guardian's process group is outside its PID namespace: no job control through guardian");
             None
         }
@@ -176,7 +185,7 @@ fn start(cli: &cli::Cli, me: i32, events: &mut Events) -> Result<Started, Failur
         }
     };
     let take_terminal = tty.as_ref().is_some_and(|t| {
-        sys::tcgetpgrp(t.as_raw_fd()).ok() == Some(sys::getpgrp())
+        sys::tcgetpgrp(t.as_raw_fd()).ok() == Some(sentinel::job_pgrp())
             && sys::is_controlling_terminal(std::io::stdin().as_fd())
     });
 
@@ -185,7 +194,7 @@ fn start(cli: &cli::Cli, me: i32, events: &mut Events) -> Result<Started, Failur
         argv: &cli.command,
         original_mask,
         restore_sigchld_ignored: sigchld_ignored,
-        take_terminal: tty.as_ref().filter(|_| take_terminal).map(|t| (t.as_raw_fd(), sys::getpgrp())),
+        take_terminal: tty.as_ref().filter(|_| take_terminal).map(|t| (t.as_raw_fd(), sentinel::job_pgrp())),
         new_group: sys::getpgrp() != 0,
         cgroup: leaf.as_ref().map(|l| (l.dir_fd(), l.procs_fd())),
     };
@@ -210,7 +219,8 @@ fn setup_and_supervise(cli: cli::Cli) -> Result<i32, Failure> {
             "refusing to run setuid/setgid (real and effective ids differ); install guardian without the set-id bit",
         ));
     }
-    let me = std::process::id() as i32;
+    // guardian's pid: the sentinel's split (start-up step 2b) makes it a child's.
+    let mut me = std::process::id() as i32;
 
     // 0. Not dumpable: /proc/<guardian>/fd and ptrace are closed to a same-uid provider, which
     //    could otherwise reopen the events pipe through /proc and forge events. The provider's
@@ -235,7 +245,7 @@ fn setup_and_supervise(cli: cli::Cli) -> Result<i32, Failure> {
     }
 
     let Started { sigfd, parent, discovery, proc, leaf, spawned, tty, take_terminal } =
-        match start(&cli, me, &mut events) {
+        match start(&cli, &mut me, &mut events) {
             Ok(started) => started,
             Err(failure) => {
                 events.emit(Event::Error { status: failure.status, message: failure.message.clone(), abandoned: None });
@@ -260,7 +270,8 @@ fn setup_and_supervise(cli: cli::Cli) -> Result<i32, Failure> {
     events.emit(Event::Spawned {
         pid: spawned.provider.pid,
         pgid: spawned.pgid,
-        guardian_pid: me,
+        // The pid the host started and knows: the sentinel's when there is one.
+        guardian_pid: sentinel::pid().unwrap_or(me),
         mode,
         cgroup: leaf_path,
     });

@@ -306,7 +306,7 @@ impl Supervisor {
             Action::TakeTerminal => {
                 let fg = self.foreground();
                 if let Some(tty) = self.tty_fd().filter(|_| fg.is_some_and(|pg| self.is_the_trees_group(pg))) {
-                    if let Err(e) = sys::tcsetpgrp(tty, sys::getpgrp()) {
+                    if let Err(e) = sys::tcsetpgrp(tty, crate::sentinel::job_pgrp()) {
                         crate::debug!("taking the terminal back failed: {e}");
                     }
                 }
@@ -315,7 +315,7 @@ impl Supervisor {
                 // guardian keeps SIGTTOU blocked, so the kernel would let it set the foreground
                 // even from the background: it hands over only what its own group holds.
                 match self.tty_fd().map(|t| (t, sys::tcgetpgrp(t))) {
-                    Some((tty, Ok(pg))) if pg == sys::getpgrp() => {
+                    Some((tty, Ok(pg))) if pg == crate::sentinel::job_pgrp() => {
                         if let Err(e) = sys::tcsetpgrp(tty, self.provider_pgid) {
                             crate::debug!("handing the terminal to the provider's group failed: {e}");
                         }
@@ -365,7 +365,7 @@ impl Supervisor {
         if pg == self.provider_pgid {
             return true;
         }
-        if pg <= 0 || pg == sys::getpgrp() {
+        if pg <= 0 || pg == crate::sentinel::job_pgrp() {
             return false;
         }
         let ppid = |pid: i32| {
@@ -424,10 +424,13 @@ impl Supervisor {
                     crate::info!("received {} from pid {}", signals::name(sig), info.pid);
                     if sig == libc::SIGTERM || sig == self.stop_signal {
                         Happened::StopRequest
+                    } else if crate::sentinel::is_refused_suspend(&info) {
+                        // The sentinel could not stop the job (its group is orphaned).
+                        Happened::SuspendRefused
                     } else if sig == libc::SIGCONT {
-                        let foreground = self.foreground() == Some(sys::getpgrp());
+                        let foreground = self.foreground() == Some(crate::sentinel::job_pgrp());
                         Happened::Continued { foreground }
-                    } else if info.code == libc::SI_KERNEL && self.provider_pgid == sys::getpgrp() {
+                    } else if info.code == libc::SI_KERNEL && self.provider_pgid == crate::sentinel::job_pgrp() {
                         // The provider shares guardian's process group (guardian's group lives
                         // outside its PID namespace): a key the terminal turned into a signal
                         // (^C, ^\, ^Z) reached the provider as well, directly.
@@ -558,7 +561,7 @@ impl Supervisor {
             Ok(Some(JobChange::Stopped(signal))) => {
                 let foreground = match self.foreground() {
                     Some(pg) if pg == self.provider_pgid => Foreground::Provider,
-                    Some(pg) if pg == sys::getpgrp() => Foreground::Guardian,
+                    Some(pg) if pg == crate::sentinel::job_pgrp() => Foreground::Guardian,
                     _ => Foreground::Other,
                 };
                 Some(Happened::ProviderStopped { signal, foreground })

@@ -13,6 +13,7 @@
 //! * `terminal`: the controlling terminal's foreground process group.
 //! * `fd`: fds inherited from the caller, and writes that never block.
 //! * `memory`: handing start-up's heap and stack pages back.
+//! * `sentinel`: `fork` into Rust code, `sigqueue`, and dying of a child's signal.
 //!
 //! Every wrapper returns `io::Result` with the kernel's errno; callers name the syscall in
 //! their messages. Every block of `unsafe` carries a `// SAFETY:` note, and every `unsafe fn`
@@ -22,6 +23,7 @@ mod fd;
 mod memory;
 mod pidfd;
 mod process;
+mod sentinel;
 mod signal;
 mod terminal;
 mod wait;
@@ -38,6 +40,7 @@ pub use process::{
     CLONE_NEWCGROUP, Child, ExecPlan, Start, set_pdeathsig, spawn_child, spawn_parked_child, unset_env,
     vars_with_prefix,
 };
+pub use sentinel::{Forked, die_of, fork, queue_signal};
 pub use signal::{
     Disposition, SigInfo, SigSet, disposition, is_ignored, read_signalfd, set_default_disposition, set_sigmask,
     signalfd, stop_own_group,
