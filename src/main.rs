@@ -171,11 +171,21 @@ fn start(cli: &cli::Cli, me: &mut i32, events: &mut Events) -> Result<Started, F
     //    provider gets its foreground at start only if guardian's group holds it (never from
     //    the background) and fd 0 is that terminal (an interactive command); otherwise it gets
     //    it when it first reads or sets the terminal while guardian's group holds it.
+    //    A group outside guardian's PID namespace reads as 0, and so does a foreground group
+    //    that is not visible: no comparison of the two can be trusted, so no job control
+    //    through guardian. But an interactive command (fd 0 the terminal) still gets a group
+    //    of its own and the foreground at start, if a zero-length read says guardian's group
+    //    holds it, as tini does (issue 22.6): in guardian's invisible group a shell such as
+    //    dash reads its group and the foreground as 0, and fails to set them back at exit.
+    let mut handover = None;
     let tty = match sys::open_controlling_terminal() {
-        // A group outside guardian's PID namespace reads as 0, and so does a foreground group
-        // that is not visible: no comparison of the two can be trusted, so no job control.
-        Ok(Some(_)) if sentinel::job_pgrp() == 0 => {
+        Ok(Some(t)) if sentinel::job_pgrp() == 0 => {
             debug!("guardian's process group is outside its PID namespace: no job control through guardian");
+            if sys::is_controlling_terminal(std::io::stdin().as_fd()) && sys::in_foreground(t.as_fd()).unwrap_or(false)
+            {
+                debug!("guardian's group holds the terminal: the provider gets a group of its own and the foreground");
+                handover = Some(t);
+            }
             None
         }
         Ok(tty) => tty,
@@ -194,8 +204,12 @@ fn start(cli: &cli::Cli, me: &mut i32, events: &mut Events) -> Result<Started, F
         argv: &cli.command,
         original_mask,
         restore_sigchld_ignored: sigchld_ignored,
-        take_terminal: tty.as_ref().filter(|_| take_terminal).map(|t| (t.as_raw_fd(), sentinel::job_pgrp())),
-        new_group: sys::getpgrp() != 0,
+        take_terminal: tty
+            .as_ref()
+            .filter(|_| take_terminal)
+            .or(handover.as_ref())
+            .map(|t| (t.as_raw_fd(), sentinel::job_pgrp())),
+        new_group: sys::getpgrp() != 0 || handover.is_some(),
         cgroup: leaf.as_ref().map(|l| (l.dir_fd(), l.procs_fd())),
     };
     let spawned = spawn::spawn(&cfg, events)?;
@@ -281,7 +295,7 @@ fn setup_and_supervise(cli: cli::Cli) -> Result<i32, Failure> {
         stop_signal: cli.stop_signal,
         // Without a group of its own the provider shares guardian's (its caller's): only the
         // provider can be the target.
-        forward_to: if sys::getpgrp() != 0 {
+        forward_to: if spawned.pgid == spawned.provider.pid {
             cli.forward_to
         } else {
             if cli.forward_to == cli::ForwardTo::Group {

@@ -79,12 +79,9 @@ pub fn off_reason(me: i32, setting: Option<&std::ffi::OsStr>) -> Result<Option<&
 /// says not to. Returns guardian's pid in guardian; the sentinel never returns.
 pub fn split(me: i32, setup: &signals::Setup, watch_parent: bool, events: &mut Events) -> Result<i32, Failure> {
     let setting = std::env::var_os(VARIABLE);
-    match off_reason(me, setting.as_deref()).map_err(Failure::guardian)? {
-        Some(why) => {
-            crate::debug!("no sentinel process: {why}");
-            return Ok(me);
-        }
-        None => {}
+    if let Some(why) = off_reason(me, setting.as_deref()).map_err(Failure::guardian)? {
+        crate::debug!("no sentinel process: {why}");
+        return Ok(me);
     }
     let job = sys::getpgrp();
     let host = rustix::process::getppid().map_or(0, |p| p.as_raw_nonzero().get());
@@ -188,7 +185,7 @@ fn guardian_changed(guardian: i32) -> Option<WaitStatus> {
     loop {
         match waitpid(Some(target), WaitOptions::NOHANG | WaitOptions::UNTRACED) {
             Ok(Some((_, st))) if st.stopped() => {
-                let sig = st.stopping_signal().unwrap_or(libc::SIGSTOP) as i32;
+                let sig = st.stopping_signal().unwrap_or(libc::SIGSTOP);
                 if matches!(sig, libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU) {
                     mirror_stop(guardian, sig);
                 }

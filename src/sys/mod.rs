@@ -46,7 +46,7 @@ pub use signal::{
     signalfd, stop_own_group,
 };
 pub use terminal::{
-    getpgrp, is_controlling_terminal, isatty, open_controlling_terminal, setpgid, tcgetpgrp, tcsetpgrp,
+    getpgrp, in_foreground, is_controlling_terminal, isatty, open_controlling_terminal, setpgid, tcgetpgrp, tcsetpgrp,
 };
 pub use wait::{
     JobChange, Reaped, Usage, WaitStatus, child_exited, children_usage, reap_blocking, reap_one, wait_job_change,

@@ -49,6 +49,23 @@ fn host(ctx: &Ctx, argv: &[String]) -> Command {
     cmd
 }
 
+/// Runs a host to its end (bounded), its stdout and stderr in files (a leaked tree would hold a
+/// pipe open forever): (status, stdout).
+fn run_host(ctx: &Ctx, mut cmd: Command) -> (std::process::ExitStatus, String) {
+    let out = ctx.path(&format!("host-out-{}", random_digits(6)));
+    let err = ctx.path(&format!("host-err-{}", random_digits(6)));
+    cmd.stdout(std::fs::File::create(&out).expect("host stdout file"));
+    cmd.stderr(std::fs::File::create(&err).expect("host stderr file"));
+    let mut child = cmd.spawn().expect("start the host");
+    let status = wait_for("the host to exit", || child.try_wait().expect("try_wait"));
+    let text = std::fs::read_to_string(&out).unwrap_or_default();
+    let errors = std::fs::read_to_string(&err).unwrap_or_default();
+    if !errors.is_empty() {
+        eprintln!("host stderr: {errors}");
+    }
+    (status, text)
+}
+
 /// Waits for the tree (three tagged sleeps and `ready`).
 fn wait_ready(ctx: &Ctx) {
     ctx.wait_sleeps(3);
@@ -87,7 +104,7 @@ fn kill_9_of_the_process_a_shell_started_tears_the_tree_down() {
         "{} & echo $! > host-child; while [ ! -e ready ]; do sleep 0.05; done; kill -9 $!; wait $!; echo $? > status",
         quoted.join(" ")
     );
-    let status = host(&ctx, &["sh".into(), "-c".into(), script]).status().expect("run the shell host");
+    let (status, _) = run_host(&ctx, host(&ctx, &["sh".into(), "-c".into(), script]));
     assert!(status.success(), "{status}");
     assert_eq!(ctx.read_line_file("status").as_deref(), Some("137"), "the shell saw its child killed");
     assert_torn_down(&ctx);
@@ -114,8 +131,8 @@ fn popen_kill_from_python_tears_the_tree_down() {
     let ctx = Ctx::new("sentinel-popen-kill");
     need_host_tools!();
     need_program!("python3", "python3");
-    let out = python_host(&ctx, "p.kill()").output().expect("run python");
-    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "-9", "{out:?}");
+    let (status, out) = run_host(&ctx, python_host(&ctx, "p.kill()"));
+    assert_eq!(out.trim(), "-9", "{status}: {out}");
     assert_torn_down(&ctx);
 }
 
@@ -124,8 +141,8 @@ fn killpg_sigkill_of_the_hosts_group_tears_the_tree_down() {
     let ctx = Ctx::new("sentinel-killpg");
     need_host_tools!();
     need_program!("python3", "python3");
-    let out = python_host(&ctx, "os.killpg(p.pid, signal.SIGKILL)").output().expect("run python");
-    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "-9", "{out:?}");
+    let (status, out) = run_host(&ctx, python_host(&ctx, "os.killpg(p.pid, signal.SIGKILL)"));
+    assert_eq!(out.trim(), "-9", "{status}: {out}");
     assert_torn_down(&ctx);
 }
 
@@ -136,8 +153,8 @@ fn group_sigterm_is_one_stop_request() {
     let ctx = Ctx::new("sentinel-killpg-term");
     need_host_tools!();
     need_program!("python3", "python3");
-    let out = python_host(&ctx, "os.killpg(p.pid, signal.SIGTERM)").output().expect("run python");
-    assert!(out.status.success(), "{out:?}");
+    let (status, out) = run_host(&ctx, python_host(&ctx, "os.killpg(p.pid, signal.SIGTERM)"));
+    assert!(status.success(), "{status}: {out}");
     wait_for_within("every tagged process to be gone", Duration::from_millis(GRACE_MS) + MARGIN, &mut || {
         tagged_pids(&ctx.nonce).is_empty().then_some(())
     });
@@ -151,7 +168,7 @@ fn group_sigterm_is_one_stop_request() {
     assert!(ts(kill) - ts(stops[0]) >= GRACE_MS as f64 / 1000.0 - 0.01, "SIGKILL before the grace ended: {events:#?}");
     // The provider died of the SIGKILL: the host sees it as guardian's end (137, or -9 once
     // guardian ends by the provider's signal).
-    let code = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let code = out.trim().to_string();
     assert!(code == "137" || code == "-9", "{code}");
 }
 
@@ -179,8 +196,8 @@ fn tokio_kill_on_drop_at_runtime_drop_tears_the_tree_down() {
     std::fs::copy(&bin, &copy).expect("copy tokio-host");
     let mut argv = vec![copy.display().to_string(), ctx.path("ready").display().to_string()];
     argv.extend(guardian_argv(&ctx));
-    let out = host(&ctx, &argv).output().expect("run the tokio host");
-    assert!(out.status.success(), "{out:?}");
+    let (status, out) = run_host(&ctx, host(&ctx, &argv));
+    assert!(status.success(), "{status}: {out}");
     assert_torn_down(&ctx);
 }
 
