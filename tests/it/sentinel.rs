@@ -263,3 +263,27 @@ fn spawned_event_names_the_pid_the_host_started() {
     let spawned = g.events().into_iter().find(|e| e["event"] == "spawned").expect("spawned");
     assert_eq!(spawned["guardian_pid"], g.pid());
 }
+
+/// `doctor` says whether the sentinel is on, and why not where it is off.
+#[test]
+fn doctor_reports_the_sentinel() {
+    let doctor = |env: Option<&str>| {
+        let mut c = Command::new(guardian_bin());
+        c.args(["doctor", "--json"]);
+        match env {
+            Some(v) => c.env("GUARDIAN_SENTINEL", v),
+            None => c.env_remove("GUARDIAN_SENTINEL"),
+        };
+        let out = c.output().expect("run doctor");
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("doctor --json");
+        (out.status.code(), v.to_string())
+    };
+    let (_, on) = doctor(None);
+    assert!(on.contains("sentinel: on"), "{on}");
+    let (code, off) = doctor(Some("0"));
+    assert_eq!(code, Some(1), "turned off, guardian would run degraded: {off}");
+    assert!(off.contains("GUARDIAN_SENTINEL=0"), "{off}");
+    let (code, bad) = doctor(Some("maybe"));
+    assert_eq!(code, Some(1), "{bad}");
+    assert!(bad.contains("GUARDIAN_SENTINEL=\\\"maybe\\\""), "{bad}");
+}
