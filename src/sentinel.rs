@@ -104,6 +104,8 @@ pub fn split(me: i32, setup: &signals::Setup, watch_parent: bool, events: &mut E
             // The sentinel writes no events: its copy of the events fd goes.
             drop(std::mem::replace(events, Events::disabled()));
             let parent = if watch_parent { ParentWatch::new(host) } else { ParentWatch::None };
+            // The pages start-up dirtied and the loop will not touch go back, as in guardian.
+            sys::release_startup_memory();
             run(guardian, setup.sigfd.as_fd(), parent)
         }
     }
