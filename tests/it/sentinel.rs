@@ -287,3 +287,16 @@ fn doctor_reports_the_sentinel() {
     assert_eq!(code, Some(1), "{bad}");
     assert!(bad.contains("GUARDIAN_SENTINEL=\\\"maybe\\\""), "{bad}");
 }
+
+/// `GUARDIAN_SENTINEL` configures this guardian only: the provider does not inherit it.
+#[test]
+fn the_setting_is_not_passed_on_to_the_provider() {
+    let ctx = Ctx::new("sentinel-env");
+    let mut g = ctx
+        .guardian()
+        .env("GUARDIAN_SENTINEL", "1")
+        .command(ctx.sh("echo \"[${GUARDIAN_SENTINEL-unset}]\" > seen"))
+        .spawn();
+    assert_eq!(g.wait_code(), 0);
+    assert_eq!(ctx.read_line_file("seen").as_deref(), Some("[unset]"));
+}
