@@ -356,10 +356,13 @@ impl Supervisor {
                     crate::log::info!("received {} from pid {}", signals::name(sig), info.pid);
                     if sig == libc::SIGTERM || sig == self.stop_signal.get() {
                         Happened::StopRequest
+                    } else if crate::sentinel::is_refused_suspend(&info) {
+                        // The sentinel could not stop the job (its group is orphaned).
+                        Happened::SuspendRefused
                     } else if sig == libc::SIGCONT {
-                        let foreground = self.tty.as_ref().and_then(Tty::foreground) == Some(sys::getpgrp());
+                        let foreground = self.tty.as_ref().and_then(Tty::foreground) == Some(crate::sentinel::job_pgrp());
                         Happened::Continued { foreground }
-                    } else if info.code == libc::SI_KERNEL && self.provider_pgid == sys::getpgrp() {
+                    } else if info.code == libc::SI_KERNEL && self.provider_pgid == crate::sentinel::job_pgrp() {
                         // The provider shares guardian's process group (guardian's group lives
                         // outside its PID namespace): a key the terminal turned into a signal
                         // (^C, ^\, ^Z) reached the provider as well, directly.
@@ -464,7 +467,7 @@ impl Supervisor {
             Ok(Some(JobChange::Stopped(signal))) => {
                 let foreground = match self.tty.as_ref().and_then(Tty::foreground) {
                     Some(pg) if pg == self.provider_pgid => Foreground::Provider,
-                    Some(pg) if pg == sys::getpgrp() => Foreground::Guardian,
+                    Some(pg) if pg == crate::sentinel::job_pgrp() => Foreground::Guardian,
                     _ => Foreground::Other,
                 };
                 Some(Happened::ProviderStopped { signal, foreground })

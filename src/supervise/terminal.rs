@@ -22,7 +22,7 @@ impl Tty {
     pub fn take_back(&self) {
         let fg = self.foreground();
         if fg.is_some_and(|pg| self.is_the_trees_group(pg)) {
-            if let Err(e) = sys::tcsetpgrp(self.tty_fd(), sys::getpgrp()) {
+            if let Err(e) = sys::tcsetpgrp(self.tty_fd(), crate::sentinel::job_pgrp()) {
                 crate::log::debug!("taking the terminal back failed: {e}");
             }
         }
@@ -33,7 +33,7 @@ impl Tty {
     /// own group holds.
     pub fn hand_over(&self) {
         match sys::tcgetpgrp(self.tty_fd()) {
-            Ok(pg) if pg == sys::getpgrp() => {
+            Ok(pg) if pg == crate::sentinel::job_pgrp() => {
                 if let Err(e) = sys::tcsetpgrp(self.tty_fd(), self.provider_pgid) {
                     crate::log::debug!("handing the terminal to the provider's group failed: {e}");
                 }
@@ -56,7 +56,7 @@ impl Tty {
         if pg == self.provider_pgid {
             return true;
         }
-        if pg <= 0 || pg == sys::getpgrp() {
+        if pg <= 0 || pg == crate::sentinel::job_pgrp() {
             return false;
         }
         let ppid = |pid: i32| {

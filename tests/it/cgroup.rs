@@ -48,9 +48,23 @@ macro_rules! need_delegation {
 /// Starts `guardian ARGS` (events on fd 3): as uid 65534 inside `cg` when given, else as
 /// the current user, where it is.
 fn start(ctx: &Ctx, cg: Option<&Path>, args: &[&str]) -> Guardian {
+    start_with(ctx, cg, args, true)
+}
+
+/// As [`start`], without the sentinel (`GUARDIAN_SENTINEL=0`): for the tests of what a
+/// SIGKILLed guardian leaves in its leaf for `sweep` (with the sentinel, a SIGKILL of the
+/// host's child is an ordinary parent death, and one of guardian itself is cleaned by it).
+fn start_without_sentinel(ctx: &Ctx, cg: Option<&Path>, args: &[&str]) -> Guardian {
+    start_with(ctx, cg, args, false)
+}
+
+fn start_with(ctx: &Ctx, cg: Option<&Path>, args: &[&str], sentinel: bool) -> Guardian {
     let split = args.iter().position(|a| *a == "--").unwrap_or(args.len());
     let (opts, cmd) = args.split_at(split);
-    let b = ctx.guardian().privileged().args(opts).command(cmd.iter().skip(1));
+    let mut b = ctx.guardian().privileged().args(opts).command(cmd.iter().skip(1));
+    if !sentinel {
+        b = b.env("GUARDIAN_SENTINEL", "0");
+    }
     match cg {
         Some(cg) => b.wrapper(in_cgroup_as_nobody(cg)),
         None => b,
@@ -87,7 +101,7 @@ fn provider_and_setsid_descendant_start_in_the_leaf() {
     let leaf = leaf(&g);
     assert_eq!(leaf.parent(), Some(cg.path.as_path()), "the leaf is a child of the delegated cgroup");
     let name = leaf.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_string();
-    assert!(name.starts_with(&format!("guardian-{}-", g.pid())), "leaf name carries the guardian pid: {name}");
+    assert!(name.starts_with(&format!("guardian-{}-", g.inner_pid())), "leaf name carries the guardian pid: {name}");
     assert_eq!(cgroup_of(g.pid()).as_deref(), Some(cg.rel().as_str()), "guardian stays outside its leaf");
 
     let leaf_rel = rel_of(&mount, &leaf);
@@ -225,12 +239,13 @@ fn sweep_removes_a_dead_guardians_leaf_and_keeps_a_live_ones() {
     let cg = TestCgroup::new(&mount, true);
     let (ca, cb) = (Ctx::new("cg-a"), Ctx::new("cg-b"));
     let (na, nb) = (&ca.nonce, &cb.nonce);
-    let mut a = start(
+    let mut a = start_without_sentinel(
         &ca,
         Some(&cg.path),
         &["--cgroup", "auto", "--", "sh", "-c", &format!("trap '' TERM; sleep 1000.{na} & wait")],
     );
-    let mut b = start(&cb, Some(&cg.path), &["--cgroup", "auto", "--", "sleep", &format!("1000.{nb}")]);
+    let mut b =
+        start_without_sentinel(&cb, Some(&cg.path), &["--cgroup", "auto", "--", "sleep", &format!("1000.{nb}")]);
     let (leaf_a, leaf_b) = (leaf(&a), leaf(&b));
     wait_for("both providers' sleeps run", || {
         (tagged_sleeps(na).len() == 1 && tagged_sleeps(nb).len() == 1).then_some(())
@@ -511,7 +526,7 @@ fn sweep_leaf_kills_a_process_cgroup_kill_misses() {
     let n = &ctx.nonce;
     let bin = ctx.c_program("zombie-leader", ZOMBIE_LEADER);
     let provider = format!("{}; exec sleep 1000.{n}", zombie_leader_waits(&bin, n));
-    let mut g = start(&ctx, Some(&cg.path), &["--cgroup", "auto", "--", "sh", "-c", &provider]);
+    let mut g = start_without_sentinel(&ctx, Some(&cg.path), &["--cgroup", "auto", "--", "sh", "-c", &provider]);
     let leaf = leaf(&g);
     wait_for("the provider runs, the other process's main thread has exited", || {
         (tagged_sleeps(n).len() == 1 && tagged_pids(n).into_iter().any(leader_exited)).then_some(())

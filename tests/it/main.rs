@@ -16,6 +16,7 @@ mod job_control;
 mod namespaces;
 mod restricted;
 mod security;
+mod sentinel;
 mod signals_all;
 mod startup_hostile;
 mod supervise_stop;

@@ -172,7 +172,8 @@ fn every_signal(pid1: bool) {
         let (_, ppid, _) = stat(provider).expect("the provider's stat");
         (ppid, 1)
     } else {
-        (g.pid(), g.pid())
+        // Behind the sentinel: signals go to the host's child, and arrive from guardian's own.
+        (g.pid(), g.inner_pid())
     };
     let pidfd = rustix::process::Pid::from_raw(target)
         .map(|p| rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty()))
