@@ -2,74 +2,21 @@
 //! for writing, not stdin, not a directory), owns it (made close-on-exec, or reopened as
 //! guardian's own non-blocking description for pipes and terminals), buffers lines the reader
 //! has not taken yet, and never blocks or stops the teardown: a full pipe is flushed from the
-//! poll loop (POLLOUT), a broken or closed one is dropped. The same non-blocking [`Writer`]
-//! carries the log's stderr (`log::never_block`).
-//!
-//! A pipe that cannot be reopened (it belongs to another user, or /proc is missing) is
-//! written with `RWF_NOWAIT`, and where the kernel lacks that for pipes, only after poll()
-//! reports room and at most `PIPE_BUF` bytes at a time (which then cannot block while
-//! guardian is the pipe's only writer). Plain blocking writes remain only for regular files
-//! and terminals that cannot be reopened.
+//! poll loop (POLLOUT), a broken or closed one is dropped. The writes go through a
+//! [`Writer`] (`writer.rs`), as the log's stderr does.
 
-use std::fs::OpenOptions;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, IntoRawFd, OwnedFd, RawFd};
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::fd::{AsFd, BorrowedFd, IntoRawFd, RawFd};
 use std::time::Duration;
 
 use rustix::event::{PollFd, PollFlags};
 use serde_json::{Map, Value};
 
 use crate::sys;
+use crate::writer::{self, Writer};
 
 /// Lines beyond this many buffered bytes are dropped (the reader stopped reading).
 const MAX_BUFFERED: usize = 8 << 20;
-
-enum Kind {
-    /// A pipe or terminal reopened through /proc as our own O_NONBLOCK description.
-    NonBlocking,
-    /// A pipe shared with the caller: pwritev2(RWF_NOWAIT).
-    NowaitPipe,
-    /// A pipe, on a kernel without RWF_NOWAIT for pipes: poll, then at most PIPE_BUF bytes.
-    PolledPipe,
-    /// A socket (Node's 'pipe' stdio): send(MSG_DONTWAIT | MSG_NOSIGNAL).
-    Socket,
-    /// A regular file, or a terminal we could not reopen: plain blocking writes.
-    Blocking,
-}
-
-/// A write side that never blocks guardian (except the `Blocking` kinds: regular files, and
-/// terminals or sockets it could not reopen).
-pub struct Writer {
-    fd: OwnedFd,
-    kind: Kind,
-}
-
-impl Writer {
-    /// One write of as much of `buf` as fits now; `WouldBlock` when nothing does.
-    pub fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        loop {
-            let res = match self.kind {
-                Kind::Socket => sys::send_nonblocking(self.fd.as_fd(), buf),
-                Kind::NowaitPipe => sys::write_nowait(self.fd.as_fd(), buf),
-                Kind::PolledPipe => write_polled(&self.fd, buf),
-                Kind::NonBlocking | Kind::Blocking => rustix::io::write(&self.fd, buf).map_err(io::Error::from),
-            };
-            match res {
-                Err(e) if matches!(self.kind, Kind::NowaitPipe) && e.raw_os_error() == Some(libc::EOPNOTSUPP) => {
-                    // No debug line here: the log writes through a Writer too.
-                    self.kind = Kind::PolledPipe;
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                other => return other,
-            }
-        }
-    }
-
-    pub fn fd(&self) -> BorrowedFd<'_> {
-        self.fd.as_fd()
-    }
-}
 
 pub struct Events {
     out: Option<Writer>,
@@ -102,7 +49,7 @@ impl Events {
                 "--events-fd {n}: file descriptor {n} {why}; pass a dedicated fd open for writing (e.g. `3>events.jsonl`)"
             ));
         }
-        let (fd, kind, note) = nonblocking_writer(n, inherited.as_fd()).map_err(|e| format!("--events-fd {n}: {e}"))?;
+        let (out, note) = writer::nonblocking(n, inherited.as_fd()).map_err(|e| format!("--events-fd {n}: {e}"))?;
         if n > 2 {
             // guardian writes through its own close-on-exec copy; the caller's number is
             // closed so the provider cannot inherit it.
@@ -111,10 +58,7 @@ impl Events {
             // 0..=2 are also the provider's stdio: leave them open.
             let _ = inherited.into_raw_fd();
         }
-        Ok((
-            Events { out: Some(Writer { fd, kind }), buf: Vec::new(), dropped: 0 },
-            note.map(|n| format!("events {n}")),
-        ))
+        Ok((Events { out: Some(out), buf: Vec::new(), dropped: 0 }, note.map(|n| format!("events {n}"))))
     }
 
     /// Appends one event line and tries to write it.
@@ -122,13 +66,32 @@ impl Events {
         if self.out.is_none() {
             return;
         }
-        let line = event.to_line(sys::monotonic());
+        self.push_line(&event.to_line(sys::monotonic()));
+    }
+
+    /// A line that is not a product event: the test hooks' `test-pause` (`test_hooks.rs`).
+    #[cfg(feature = "test-hooks")]
+    pub fn emit_test_line(&mut self, line: &str) {
+        if self.out.is_some() {
+            self.push_line(line);
+        }
+    }
+
+    fn push_line(&mut self, line: &str) {
         if self.buf.len() + line.len() > MAX_BUFFERED {
             self.dropped += 1;
             return;
         }
         self.buf.extend_from_slice(line.as_bytes());
         self.flush();
+    }
+
+    /// Reports a refused interface and what guardian does instead: a log line and a
+    /// `fallback` event (a fallback is never silent).
+    pub fn fallback(&mut self, what: &str, err: &io::Error, instead: &str) {
+        let errno = crate::errno::name(err.raw_os_error().unwrap_or(0));
+        crate::log::info!("{what} refused ({errno}: {err}); falling back to {instead}");
+        self.emit(Event::Fallback { what: what.into(), errno: errno.into(), detail: instead.into() });
     }
 
     /// Writes as much of the buffer as the reader takes without blocking.
@@ -141,7 +104,7 @@ impl Events {
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) => {
-                    crate::debug!("events fd: write failed ({e}); no further events are written");
+                    crate::log::debug!("events fd: write failed ({e}); no further events are written");
                     self.out = None;
                     self.buf.clear();
                 }
@@ -164,7 +127,7 @@ impl Events {
         while let Some(fd) = self.pending_fd() {
             let now = sys::monotonic();
             if now >= end {
-                crate::debug!("events fd: reader too slow; {} bytes not delivered", self.buf.len());
+                crate::log::debug!("events fd: reader too slow; {} bytes not delivered", self.buf.len());
                 break;
             }
             let left = end - now;
@@ -174,26 +137,9 @@ impl Events {
             self.flush();
         }
         if self.dropped > 0 {
-            crate::debug!("events fd: {} lines dropped while the reader was not reading", self.dropped);
+            crate::log::debug!("events fd: {} lines dropped while the reader was not reading", self.dropped);
         }
     }
-}
-
-/// One write that cannot block while guardian is the pipe's only writer: poll() reports at
-/// least one free page, and a write of at most PIPE_BUF bytes fits in it.
-fn write_polled(fd: &OwnedFd, buf: &[u8]) -> io::Result<usize> {
-    let mut fds = [PollFd::new(fd, PollFlags::OUT)];
-    let zero = rustix::event::Timespec { tv_sec: 0, tv_nsec: 0 };
-    rustix::event::poll(&mut fds, Some(&zero))?;
-    let ready = fds[0].revents();
-    if ready.intersects(PollFlags::ERR | PollFlags::HUP) {
-        return Err(io::Error::from_raw_os_error(libc::EPIPE));
-    }
-    if !ready.contains(PollFlags::OUT) {
-        return Err(io::ErrorKind::WouldBlock.into());
-    }
-    let len = buf.len().min(libc::PIPE_BUF);
-    rustix::io::write(fd, &buf[..len]).map_err(io::Error::from)
 }
 
 /// Why fd `n` cannot carry events, if it cannot: the provider's standard input, a directory,
@@ -217,59 +163,10 @@ fn check_writable(n: RawFd, fd: BorrowedFd<'_>) -> Result<(), String> {
     Ok(())
 }
 
-/// guardian's own write side of the caller's fd `n`: a pipe or terminal is reopened through
-/// `/proc/self/fd/N` as a new `O_NONBLOCK` description (the caller's description keeps its
-/// flags); where that is refused, a pipe is written with `RWF_NOWAIT` (or poll + `PIPE_BUF`),
-/// a terminal blocking. Sockets use `MSG_DONTWAIT`; regular files block (briefly). The note
-/// says what could not be done, for the caller to log (the log itself may be what is set up).
-fn nonblocking_writer(n: RawFd, fd: BorrowedFd<'_>) -> Result<(OwnedFd, Kind, Option<String>), String> {
-    let dup =
-        || rustix::io::fcntl_dupfd_cloexec(fd, 3).map_err(|e| format!("fcntl(F_DUPFD_CLOEXEC) on fd {n} failed: {e}"));
-    let meta = rustix::fs::fstat(fd).map(|st| rustix::fs::FileType::from_raw_mode(st.st_mode));
-    Ok(match meta {
-        Ok(rustix::fs::FileType::Fifo) => match reopen_nonblocking(n, 0) {
-            Ok(fd) => (fd, Kind::NonBlocking, None),
-            Err(e) => {
-                let note = format!("fd {n}: cannot reopen the pipe non-blocking ({e}); writing with RWF_NOWAIT");
-                (dup()?, Kind::NowaitPipe, Some(note))
-            }
-        },
-        Ok(rustix::fs::FileType::Socket) => (dup()?, Kind::Socket, None),
-        Ok(rustix::fs::FileType::CharacterDevice) if sys::isatty(fd.as_raw_fd()) => {
-            match reopen_nonblocking(n, libc::O_NOCTTY) {
-                Ok(fd) => (fd, Kind::NonBlocking, None),
-                Err(e) => {
-                    let note = format!("fd {n}: cannot reopen the terminal non-blocking ({e}); writes may block");
-                    (dup()?, Kind::Blocking, Some(note))
-                }
-            }
-        }
-        _ => (dup()?, Kind::Blocking, None),
-    })
-}
-
-/// A `Writer` on fd `n` (for the log's stderr) and a note on what could not be done; `None`
-/// when `n` is not open.
-pub fn writer_for(n: RawFd) -> Option<(Writer, Option<String>)> {
-    let fd = sys::take_inherited_fd(n)?;
-    let made = nonblocking_writer(n, fd.as_fd());
-    // The caller's number stays open and the caller's: this borrowed it.
-    let _ = fd.into_raw_fd();
-    made.ok().map(|(fd, kind, note)| (Writer { fd, kind }, note))
-}
-
-fn reopen_nonblocking(n: RawFd, extra: i32) -> io::Result<OwnedFd> {
-    let file = OpenOptions::new()
-        .write(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC | extra)
-        .open(format!("/proc/self/fd/{n}"))?;
-    Ok(OwnedFd::from(file))
-}
-
 // ---- the schema: every line guardian writes is one of these ----
 
 /// One event of the `--events-fd` stream: one variant per row of docs/contract.md's events
-/// table (and the test hooks' `test-pause`). [`Event::to_line`] is the one serializer: it
+/// table. [`Event::to_line`] is the one serializer: it
 /// writes `event`, `ts`, then the fields in the order listed here. A field is always present,
 /// `null` when it has no value (`Option` documented "or null"), or absent when it has none
 /// (documented as "for target ..." or "when ..."). The names, order, types and presence are
@@ -297,9 +194,6 @@ pub enum Event {
     Released(Released),
     /// guardian failed (125/126/127); the last line. `abandoned` for a teardown given up.
     Error { status: i32, message: String, abandoned: Option<Abandoned> },
-    /// `test-hooks` builds only: the pids of a scan, while the hook pauses.
-    #[cfg_attr(not(feature = "test-hooks"), allow(dead_code))]
-    TestPause { pids: Vec<i32> },
 }
 
 /// The `signal` event: `pid` for targets `provider` and `group`, `cgroup` for target
@@ -390,7 +284,6 @@ impl Event {
             Event::Exit { .. } => "exit",
             Event::Released(_) => "released",
             Event::Error { .. } => "error",
-            Event::TestPause { .. } => "test-pause",
         }
     }
 
@@ -453,7 +346,6 @@ impl Event {
                 out.optional("unkillable", abandoned.as_ref().map(|a| a.unkillable.as_slice()));
                 out.optional("remaining", abandoned.as_ref().map(|a| a.remaining.as_slice()));
             }
-            Event::TestPause { pids } => out.put("pids", pids.as_slice()),
         }
     }
 

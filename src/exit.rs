@@ -13,7 +13,7 @@
 //! A failure travels as a [`Failure`] to `main`, which prints its message and exits with its
 //! status; nothing else in guardian calls `process::exit`.
 
-use crate::sys::WaitStatus;
+use crate::status::WaitStatus;
 
 /// `--timeout` fired (as coreutils `timeout`).
 pub const TIMEOUT: i32 = 124;

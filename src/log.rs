@@ -8,7 +8,7 @@ use std::io::Write;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU8, Ordering};
 
-use crate::events::Writer;
+use crate::writer::Writer;
 
 static LEVEL: AtomicU8 = AtomicU8::new(1);
 
@@ -39,10 +39,10 @@ pub fn enabled(level: u8) -> bool {
 /// Called after the events fd is taken over (the new fd must not take a number the caller
 /// named). Regular files stay plain writes.
 pub fn never_block() {
-    let Some((out, note)) = crate::events::writer_for(2) else { return };
+    let Some((out, note)) = crate::writer::writer_for(2) else { return };
     *SINK.lock().unwrap_or_else(|p| p.into_inner()) = Some(Sink { out, dropped: 0 });
     if let Some(note) = note {
-        crate::debug!("stderr {note}");
+        crate::log::debug!("stderr {note}");
     }
 }
 
@@ -87,14 +87,15 @@ pub fn finish() {
     }
 }
 
-#[macro_export]
+// Called as `crate::log::warn!` (or imported from here), not `#[macro_export]`ed: every
+// arrow to the log points at this module, not at the crate root. `warn` is defined as
+// `warning` and renamed on export: a `macro_rules!` named `warn` cannot be re-exported (its
+// name is ambiguous with the built-in `#[warn]` attribute).
 macro_rules! fatal { ($($t:tt)*) => { $crate::log::write($crate::log::FATAL, format_args!($($t)*)) } }
-#[macro_export]
-macro_rules! warn { ($($t:tt)*) => { $crate::log::write($crate::log::WARN, format_args!($($t)*)) } }
-#[macro_export]
+macro_rules! warning { ($($t:tt)*) => { $crate::log::write($crate::log::WARN, format_args!($($t)*)) } }
 macro_rules! info { ($($t:tt)*) => { $crate::log::write($crate::log::INFO, format_args!($($t)*)) } }
-#[macro_export]
 macro_rules! debug { ($($t:tt)*) => { $crate::log::write($crate::log::DEBUG, format_args!($($t)*)) } }
+pub(crate) use {debug, fatal, info, warning as warn};
 
 #[cfg(test)]
 mod tests {
@@ -108,7 +109,7 @@ mod tests {
     #[test]
     fn full_stderr_drops_lines_and_reports_them_once() {
         let (r, w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).expect("pipe");
-        let (mut out, _) = crate::events::writer_for(w.as_raw_fd()).expect("writer");
+        let (mut out, _) = crate::writer::writer_for(w.as_raw_fd()).expect("writer");
         let mut filled = 0;
         while let Ok(n) = out.write(&[b'x'; 4096]) {
             filled += n;

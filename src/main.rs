@@ -27,18 +27,18 @@ mod pidref;
 mod proctree;
 #[cfg(test)]
 mod proptests;
+mod sentinel;
+mod signal_step;
 mod signals;
 mod spawn;
+mod status;
 mod supervise;
-// The one exemption: every `unsafe` block of guardian is in `sys` (start.rs included).
-#[cfg(not(test))]
-#[allow(unsafe_code)]
-#[path = "sys/start.rs"]
-mod start;
+// The one exemption: every `unsafe` block of guardian is in `sys`.
 #[allow(unsafe_code)]
 mod sys;
 mod teardown;
 mod test_hooks;
+mod writer;
 
 use std::ffi::OsStr;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
@@ -46,8 +46,14 @@ use std::path::Path;
 
 use crate::events::{Event, Events};
 use crate::exit::Failure;
-use crate::supervise::{ParentWatch, Settings, Supervisor};
+use crate::log::{debug, fatal, info, warn};
+use crate::supervise::{ParentWatch, Settings, Supervisor, Target};
 use crate::teardown::{Discovery, Tree};
+
+// The process's entry point (`sys/start.rs`): the C `main`, without the Rust runtime's
+// start-up, calling `run_main` with argv. Test builds keep libtest's.
+#[cfg(not(test))]
+sys::start::entry_point!(run_main);
 
 /// Blind mode without a leaf: refused before the provider starts.
 const BLIND_REFUSAL: &str = "/proc is missing or belongs to another PID namespace and guardian is not PID 1: it could not find the provider's descendants to stop them; mount a /proc for this PID namespace, use --cgroup, or run guardian as PID 1 of the namespace";
@@ -106,22 +112,30 @@ struct Started {
     /// guardian's controlling terminal (`/dev/tty`), if it has one.
     tty: Option<OwnedFd>,
     take_terminal: bool,
+    /// `pidfd_send_signal` may be used (start-up step 9).
+    pidfds: bool,
 }
 
 /// Setup steps 2 to 9, up to and including the provider's start; on failure nothing it
 /// started is left running, and the caller reports the failure as an `error` event.
-fn start(cli: &cli::Cli, me: i32, events: &mut Events) -> Result<Started, Failure> {
+fn start(cli: &cli::Cli, me: &mut i32, events: &mut Events) -> Result<Started, Failure> {
     // 2. Signals: remember what the caller gave us, block every catchable signal and read
-    //    them from a signalfd (`signals::setup`).
-    let signals::Setup { sigfd, original_mask, sigchld_ignored, stop_signal_ignored } =
-        signals::setup(cli.stop_signal).map_err(Failure::guardian)?;
-    if stop_signal_ignored {
+    //    them from a signalfd (`signal_step::setup`).
+    let setup = signal_step::setup(cli.stop_signal).map_err(Failure::guardian)?;
+    if setup.stop_signal_ignored {
         debug!(
             "the stop signal {} was ignored; the provider gets it at its default action",
-            signals::name(cli.stop_signal)
+            signals::name(cli.stop_signal.get())
         );
     }
     test_hooks::fault_after_signal_setup();
+
+    // 2b. The sentinel (`sentinel`): unless guardian is PID 1 (or it is turned off), the
+    //     process the host started stays behind as a small parent and guardian goes on in a
+    //     child, so that a SIGKILL of the host's process is a parent death guardian sees.
+    *me = sentinel::split(*me, &setup, !cli.no_parent_watch, events)?;
+    let me = *me;
+    let signal_step::Setup { sigfd, original_mask, sigchld_ignored, .. } = setup;
 
     // 3. Subreaper before the provider exists, so every orphan of its tree comes to us.
     rustix::process::set_child_subreaper(Some(
@@ -131,7 +145,9 @@ fn start(cli: &cli::Cli, me: i32, events: &mut Events) -> Result<Started, Failur
 
     // 4. Parent watch: pidfd on the parent, re-checked after opening; PR_SET_PDEATHSIG when
     //    the parent is outside guardian's PID namespace.
-    let parent = if cli.no_parent_watch { None } else { watch_parent(events, me)? };
+    //    Behind a sentinel the parent is the sentinel, watched whatever --no-parent-watch says
+    //    (the sentinel watches the host's process, or not, as that option says).
+    let parent = if cli.no_parent_watch && sentinel::pid().is_none() { None } else { watch_parent(events, me)? };
 
     // 5. How descendants will be found at teardown.
     let mut proc = proctree::Proc::open().ok();
@@ -163,11 +179,21 @@ fn start(cli: &cli::Cli, me: i32, events: &mut Events) -> Result<Started, Failur
     //    provider gets its foreground at start only if guardian's group holds it (never from
     //    the background) and fd 0 is that terminal (an interactive command); otherwise it gets
     //    it when it first reads or sets the terminal while guardian's group holds it.
+    //    A group outside guardian's PID namespace reads as 0, and so does a foreground group
+    //    that is not visible: no comparison of the two can be trusted, so no job control
+    //    through guardian. But an interactive command (fd 0 the terminal) still gets a group
+    //    of its own and the foreground at start, if a zero-length read says guardian's group
+    //    holds it, as tini does (issue 22.6): in guardian's invisible group a shell such as
+    //    dash reads its group and the foreground as 0, and fails to set them back at exit.
+    let mut handover = None;
     let tty = match sys::open_controlling_terminal() {
-        // A group outside guardian's PID namespace reads as 0, and so does a foreground group
-        // that is not visible: no comparison of the two can be trusted, so no job control.
-        Ok(Some(_)) if sys::getpgrp() == 0 => {
+        Ok(Some(t)) if sentinel::job_pgrp() == 0 => {
             debug!("guardian's process group is outside its PID namespace: no job control through guardian");
+            if sys::is_controlling_terminal(std::io::stdin().as_fd()) && sys::in_foreground(t.as_fd()).unwrap_or(false)
+            {
+                debug!("guardian's group holds the terminal: the provider gets a group of its own and the foreground");
+                handover = Some(t);
+            }
             None
         }
         Ok(tty) => tty,
@@ -177,7 +203,7 @@ fn start(cli: &cli::Cli, me: i32, events: &mut Events) -> Result<Started, Failur
         }
     };
     let take_terminal = tty.as_ref().is_some_and(|t| {
-        sys::tcgetpgrp(t.as_raw_fd()).ok() == Some(sys::getpgrp())
+        sys::tcgetpgrp(t.as_raw_fd()).ok() == Some(sentinel::job_pgrp())
             && sys::is_controlling_terminal(std::io::stdin().as_fd())
     });
 
@@ -186,23 +212,26 @@ fn start(cli: &cli::Cli, me: i32, events: &mut Events) -> Result<Started, Failur
         argv: &cli.command,
         original_mask,
         restore_sigchld_ignored: sigchld_ignored,
-        take_terminal: tty.as_ref().filter(|_| take_terminal).map(|t| (t.as_raw_fd(), sys::getpgrp())),
-        new_group: sys::getpgrp() != 0,
+        take_terminal: tty
+            .as_ref()
+            .filter(|_| take_terminal)
+            .or(handover.as_ref())
+            .map(|t| (t.as_raw_fd(), sentinel::job_pgrp())),
+        new_group: sys::getpgrp() != 0 || handover.is_some(),
         cgroup: leaf.as_ref().map(|l| (l.dir_fd(), l.procs_fd())),
     };
-    let spawned = spawn::spawn(&cfg, events)?;
+    let mut spawned = spawn::spawn(&cfg, events)?;
 
     // 9. Can pidfds signal? A pidfd on guardian itself, or else on the provider (its unreaped
     //    child), both always permitted targets, tells a refused interface from a denied target.
-    match sys::pidfd_open(me) {
+    let pidfds = match sys::pidfd_open(me) {
         Ok(fd) => pidref::probe_pidfd_signal(fd.as_fd(), events),
-        Err(_) => {
-            if let Some(fd) = spawned.provider.pidfd() {
-                pidref::probe_pidfd_signal(fd, events);
-            }
-        }
+        Err(_) => spawned.provider.pidfd().is_none_or(|fd| pidref::probe_pidfd_signal(fd, events)),
+    };
+    if !pidfds {
+        spawned.provider.refuse_pidfd_signals();
     }
-    Ok(Started { sigfd, parent, discovery, proc, leaf, spawned, tty, take_terminal })
+    Ok(Started { sigfd, parent, discovery, proc, leaf, spawned, tty, take_terminal, pidfds })
 }
 
 fn setup_and_supervise(cli: cli::Cli) -> Result<i32, Failure> {
@@ -211,7 +240,8 @@ fn setup_and_supervise(cli: cli::Cli) -> Result<i32, Failure> {
             "refusing to run setuid/setgid (real and effective ids differ); install guardian without the set-id bit",
         ));
     }
-    let me = std::process::id() as i32;
+    // guardian's pid: the sentinel's split (start-up step 2b) makes it a child's.
+    let mut me = std::process::id() as i32;
 
     // 0. Not dumpable: /proc/<guardian>/fd and ptrace are closed to a same-uid provider, which
     //    could otherwise reopen the events pipe through /proc and forge events. The provider's
@@ -236,8 +266,8 @@ fn setup_and_supervise(cli: cli::Cli) -> Result<i32, Failure> {
         debug!("{note}");
     }
 
-    let Started { sigfd, parent, discovery, proc, leaf, spawned, tty, take_terminal } =
-        match start(&cli, me, &mut events) {
+    let Started { sigfd, parent, discovery, proc, leaf, spawned, tty, take_terminal, pidfds } =
+        match start(&cli, &mut me, &mut events) {
             Ok(started) => started,
             Err(failure) => {
                 events.emit(Event::Error { status: failure.status, message: failure.message.clone(), abandoned: None });
@@ -262,7 +292,8 @@ fn setup_and_supervise(cli: cli::Cli) -> Result<i32, Failure> {
     events.emit(Event::Spawned {
         pid: spawned.provider.pid,
         pgid: spawned.pgid,
-        guardian_pid: me,
+        // The pid the host started and knows: the sentinel's when there is one.
+        guardian_pid: sentinel::pid().unwrap_or(me),
         mode,
         cgroup: leaf_path,
     });
@@ -272,20 +303,23 @@ fn setup_and_supervise(cli: cli::Cli) -> Result<i32, Failure> {
         stop_signal: cli.stop_signal,
         // Without a group of its own the provider shares guardian's (its caller's): only the
         // provider can be the target.
-        forward_to: if sys::getpgrp() != 0 {
-            cli.forward_to
+        forward_to: if spawned.pgid == spawned.provider.pid {
+            match cli.forward_to {
+                cli::ForwardTo::Provider => Target::Provider,
+                cli::ForwardTo::Group => Target::Group,
+            }
         } else {
             if cli.forward_to == cli::ForwardTo::Group {
                 warn!(
                     "--forward-to group: guardian's process group is outside its PID namespace, so the provider has no group of its own; signals go to the provider"
                 );
             }
-            cli::ForwardTo::Provider
+            Target::Provider
         },
         timeout: cli.timeout,
         wait_descendants: cli.wait_descendants,
     };
-    let tree = Tree::new(discovery, proc, leaf);
+    let tree = Tree::new(discovery, proc, leaf, cli.stop_signal, pidfds);
     let sup =
         Supervisor::new(settings, sigfd, spawned.provider, spawned.pgid, parent, events, tree, tty, take_terminal);
     // Everything start-up needed is done: the parsed command line (the provider's argv and
@@ -359,7 +393,7 @@ fn watch_parent(events: &mut Events, me: i32) -> Result<Option<ParentWatch>, Fai
     let watch = match sys::pidfd_open(ppid) {
         Ok(fd) => ParentWatch::Pidfd(fd),
         Err(e) => {
-            spawn::fallback(events, "pidfd_open", &e, "checking getppid() every 250 ms for parent death");
+            events.fallback("pidfd_open", &e, "checking getppid() every 250 ms for parent death");
             ParentWatch::Poll { ppid, next: sys::monotonic() }
         }
     };

@@ -242,7 +242,7 @@ impl Proc {
                 Ok(pid) => return (pid > 0).then_some(pid),
                 Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return None,
                 Err(e) => {
-                    crate::debug!("PIDFD_GET_INFO refused ({e}); a pidfd's pid is read from its fdinfo instead");
+                    crate::log::debug!("PIDFD_GET_INFO refused ({e}); a pidfd's pid is read from its fdinfo instead");
                     self.pidfd_info = false;
                 }
             }

@@ -1,10 +1,6 @@
-//! signals: signal names and numbers, parsing of `--stop-signal`, the set of signals guardian
-//! handles (blocks and reads from its signalfd: every catchable one it was not told to
-//! ignore), which of them are forwarded, and start-up's signal step (`setup`).
-
-use std::os::fd::OwnedFd;
-
-use crate::sys;
+//! signals: signal names and numbers, `StopSignal` and the parsing of `--stop-signal`, and
+//! which signals are forwarded. Pure (no syscall): xtask shares this file; start-up's signal
+//! step, which blocks them, is `signal_step.rs`.
 
 /// The name of a classic signal without its `SIG` prefix. A `match`, not a table of `&str`:
 /// such a table is one of pointers, which static-pie relocation writes in every process (a
@@ -128,43 +124,43 @@ pub fn parse(text: &str) -> Result<i32, String> {
     Err(bad())
 }
 
-/// Every signal guardian blocks and reads from its signalfd: every catchable one, 1 to 64,
-/// except those ignored when guardian started (they stay ignored for guardian and, inherited,
-/// for the provider). SIGCHLD is always handled, and so is SIGPIPE: the Rust runtime sets it
-/// to SIG_IGN before `main`, so its original disposition is unknowable; like
-/// `std::process::Command`, guardian gives the provider SIG_DFL.
-///
-/// The set includes:
-/// * the fault signals (ILL, TRAP, ABRT, BUS, FPE, SEGV, SYS). Sent by another process they
-///   are only a request, forwarded like any other; a fault of guardian's own still ends it at
-///   once, because the kernel delivers a synchronous fault with `force_sig_fault`, which
-///   unblocks the signal and resets a blocked or ignored handler to the default action, and
-///   `abort()` (what `panic = "abort"` calls) unblocks SIGABRT and restores its default
-///   action before raising it. `docs/design.md` records how this was checked.
-/// * the C library's reserved numbers below `SIGRTMIN` (32-33 for glibc, 32-34 for musl):
-///   the library uses them for thread cancellation, `setxid` across threads and
-///   `timer_create(SIGEV_THREAD)`. guardian is single-threaded and calls none of those, so
-///   no library machinery waits for them; left unblocked, their default action would end
-///   guardian without a teardown. They are blocked and read through raw syscalls
-///   (`sys::SigSet`), because the library's wrappers refuse them.
-///
-/// Only SIGKILL and SIGSTOP, which no process can block, are left out.
-pub fn handled(ignored_at_start: &dyn Fn(i32) -> bool) -> sys::SigSet {
-    let mut set = sys::SigSet::empty();
-    let (_, max) = sigrt_range();
-    for sig in 1..=max {
-        if is_uncatchable(sig) {
-            continue;
+/// The stop signal: one that can end a process and that guardian gives no other meaning, so
+/// it is never SIGKILL (what the grace ends in), SIGCONT or a job-control stop, or SIGCHLD
+/// (guardian's own wake-up), and a stopped process always needs the SIGCONT that follows it.
+/// Only [`StopSignal::parse`] (the parser's `--stop-signal`) makes one; [`StopSignal::TERM`]
+/// is the default.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StopSignal(i32);
+
+impl StopSignal {
+    pub const TERM: StopSignal = StopSignal(libc::SIGTERM);
+
+    /// A signal name or number ([`parse`]) that may be the stop signal.
+    pub fn parse(text: &str) -> Result<StopSignal, String> {
+        let sig = parse(text)?;
+        match sig {
+            libc::SIGKILL => Err(
+                "SIGKILL cannot be the stop signal: it is what the grace period ends in; use --grace 0 to send it at once"
+                    .into(),
+            ),
+            libc::SIGSTOP | libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU | libc::SIGCONT => Err(format!(
+                "{} cannot be the stop signal: it stops or continues a process instead of ending it (job control); use TERM, INT, QUIT, HUP or USR1",
+                name(sig)
+            )),
+            libc::SIGCHLD => Err(
+                "SIGCHLD cannot be the stop signal: guardian reads it to reap; use TERM, INT, QUIT, HUP or USR1".into(),
+            ),
+            _ => Ok(StopSignal(sig)),
         }
-        if sig != libc::SIGCHLD && sig != libc::SIGPIPE && ignored_at_start(sig) {
-            continue;
-        }
-        set.add(sig);
     }
-    set
+
+    pub fn get(self) -> i32 {
+        self.0
+    }
 }
 
-fn is_uncatchable(sig: i32) -> bool {
+/// SIGKILL and SIGSTOP: no process can catch or block them.
+pub fn is_uncatchable(sig: i32) -> bool {
     sig == libc::SIGKILL || sig == libc::SIGSTOP
 }
 
@@ -179,59 +175,6 @@ fn is_libc_reserved(sig: i32) -> bool {
 /// reaping's own wake-up). SIGTERM and the stop signal are also stop requests (supervise).
 pub fn is_forwarded(sig: i32) -> bool {
     sig != libc::SIGCHLD && !is_uncatchable(sig)
-}
-
-/// What start-up's signal step leaves for the rest of guardian.
-pub struct Setup {
-    /// Non-blocking, close-on-exec signalfd for every [`handled`] signal.
-    pub sigfd: OwnedFd,
-    /// The mask guardian was started with, restored in the provider before exec.
-    pub original_mask: sys::SigSet,
-    /// SIGCHLD was ignored when guardian started; the provider gets that back.
-    pub sigchld_ignored: bool,
-    /// The stop signal was ignored when guardian started (it is now at its default action).
-    pub stop_signal_ignored: bool,
-}
-
-/// Start-up's signal step: one query of every signal's disposition, handlers reset, SIGCHLD
-/// made reapable, every [`handled`] signal blocked and a signalfd opened for them. Before the
-/// provider exists.
-///
-/// SIGTERM and the stop signal are stop requests, so they are handled even when the caller
-/// ignored them (a background job of a non-interactive shell starts with SIGINT and SIGQUIT
-/// ignored): a blocked signal is queued even while its disposition is `SIG_IGN`, so the
-/// signalfd still sees it. The stop signal is also reset to its default action when it was
-/// ignored, because the provider inherits the disposition and must be able to hear it; an
-/// ignored SIGTERM that is not the stop signal stays ignored for the provider.
-pub fn setup(stop_signal: i32) -> Result<Setup, String> {
-    // One rt_sigaction per signal (62 of them) is the whole cost of knowing the ignored set;
-    // each is asked once.
-    let mut ignored = sys::SigSet::empty();
-    let (_, max) = sigrt_range();
-    for sig in (1..=max).filter(|&sig| !is_uncatchable(sig)) {
-        match sys::disposition(sig) {
-            Ok(sys::Disposition::Ignore) => ignored.add(sig),
-            Ok(sys::Disposition::Handler) => sys::set_default_disposition(sig)
-                .map_err(|e| format!("sigaction({}, SIG_DFL) failed: {e}", name(sig)))?,
-            Ok(sys::Disposition::Default) | Err(_) => {}
-        }
-    }
-    let stop_signal_ignored = ignored.contains(stop_signal);
-    if stop_signal_ignored {
-        sys::set_default_disposition(stop_signal)
-            .map_err(|e| format!("sigaction({}, SIG_DFL) failed: {e}", name(stop_signal)))?;
-    }
-    let sigchld_ignored = ignored.contains(libc::SIGCHLD);
-    if sigchld_ignored {
-        sys::set_default_disposition(libc::SIGCHLD).map_err(|e| format!("sigaction(SIGCHLD, SIG_DFL) failed: {e}"))?;
-    }
-    let handled = handled(&|sig| sig != libc::SIGTERM && sig != stop_signal && ignored.contains(sig));
-    let original_mask =
-        sys::set_sigmask(libc::SIG_BLOCK, &handled).map_err(|e| format!("sigprocmask(SIG_BLOCK) failed: {e}"))?;
-    let sigfd = sys::signalfd(&handled).map_err(|e| {
-        format!("signalfd() failed: {e}; guardian needs signalfd (Linux 2.6.22) to supervise without races")
-    })?;
-    Ok(Setup { sigfd, original_mask, sigchld_ignored, stop_signal_ignored })
 }
 
 #[cfg(test)]
@@ -263,24 +206,5 @@ mod tests {
             assert_eq!(parse(&name(sig)), Ok(sig), "{}", name(sig));
         }
         assert_eq!(name(libc::SIGTERM), "SIGTERM");
-    }
-
-    #[test]
-    fn handled_set_is_every_catchable_signal_but_the_ignored() {
-        let set = handled(&|s| s == libc::SIGINT || s == libc::SIGCHLD);
-        assert!(set.contains(libc::SIGTERM));
-        assert!(set.contains(libc::SIGCHLD), "SIGCHLD is always handled");
-        assert!(!set.contains(libc::SIGINT), "ignored at start stays ignored");
-        for sig in 1..=64 {
-            let expected = ![libc::SIGKILL, libc::SIGSTOP, libc::SIGINT].contains(&sig);
-            assert_eq!(set.contains(sig), expected, "{}", name(sig));
-        }
-        for sig in [libc::SIGSEGV, libc::SIGBUS, libc::SIGABRT, 32, 33, 34] {
-            assert!(set.contains(sig) && is_forwarded(sig), "{}", name(sig));
-        }
-        let set = handled(&|s| s == libc::SIGPIPE);
-        assert!(set.contains(libc::SIGPIPE), "SIGPIPE's ignored state is the Rust runtime's, not the caller's");
-        assert!(!is_forwarded(libc::SIGCHLD));
-        assert!(is_forwarded(libc::SIGWINCH));
     }
 }

@@ -13,7 +13,7 @@ use std::os::unix::ffi::OsStrExt;
 
 use rustix::pipe::{PipeFlags, pipe_with};
 
-use crate::events::{Event, Events};
+use crate::events::Events;
 use crate::exit::Failure;
 use crate::pidref::PidRef;
 use crate::sys;
@@ -61,7 +61,7 @@ pub fn spawn(cfg: &SpawnConfig<'_>, events: &mut Events) -> Result<Spawned, Fail
     let child = match clone3_into_leaf(cfg.cgroup.map(|(dir, _)| dir), |how| sys::spawn_child(how, &plan)) {
         Ok(child) => child,
         Err(e) if matches!(e.raw_os_error(), Some(libc::ENOSYS | libc::EPERM | libc::E2BIG)) => {
-            fallback(events, "clone3", &e, "starting the provider with fork() and pidfd_open()");
+            events.fallback("clone3", &e, "starting the provider with fork() and pidfd_open()");
             plan.join_cgroup_procs = cfg.cgroup.map(|(_, procs)| procs);
             sys::spawn_child(sys::Start::Fork, &plan).map_err(|e| Failure::guardian(format!("fork() failed: {e}")))?
         }
@@ -86,7 +86,7 @@ pub fn spawn(cfg: &SpawnConfig<'_>, events: &mut Events) -> Result<Spawned, Fail
             && sys::tcgetpgrp(tty).ok() == Some(pid)
             && let Err(e) = sys::tcsetpgrp(tty, guardian_pgrp)
         {
-            crate::debug!("taking the terminal back after the failed exec failed: {e}");
+            crate::log::debug!("taking the terminal back after the failed exec failed: {e}");
         }
         let _ = sys::reap_blocking(pid);
         return Err(exec_error(&shown, failure));
@@ -97,7 +97,7 @@ pub fn spawn(cfg: &SpawnConfig<'_>, events: &mut Events) -> Result<Spawned, Fail
         None => match sys::pidfd_open(pid) {
             Ok(fd) => Some(fd),
             Err(e) => {
-                fallback(events, "pidfd_open", &e, "waiting on SIGCHLD and signalling the unreaped child by pid");
+                events.fallback("pidfd_open", &e, "waiting on SIGCHLD and signalling the unreaped child by pid");
                 None
             }
         },
@@ -118,7 +118,9 @@ pub(crate) fn clone3_into_leaf(
     if leaf.is_some() && crate::cgroup::may_create_namespace() {
         match start(sys::Start::Clone3 { cgroup: leaf, extra: sys::CLONE_NEWCGROUP }) {
             Err(e) if matches!(e.raw_os_error(), Some(libc::EPERM | libc::EINVAL | libc::ENOSPC)) => {
-                crate::debug!("clone3(CLONE_NEWCGROUP) refused ({e}); the provider shares guardian's cgroup namespace");
+                crate::log::debug!(
+                    "clone3(CLONE_NEWCGROUP) refused ({e}); the provider shares guardian's cgroup namespace"
+                );
             }
             r => return r,
         }
@@ -126,12 +128,12 @@ pub(crate) fn clone3_into_leaf(
     start(sys::Start::Clone3 { cgroup: leaf, extra: 0 })
 }
 
-/// The `GUARDIAN_*` variables guardian reads its settings from (every option's `env`, and
-/// `GUARDIAN_VERBOSE`). They configure this guardian only: left in the environment, a nested
+/// The `GUARDIAN_*` variables guardian reads its settings from (every option's `env`,
+/// `GUARDIAN_VERBOSE`, and `GUARDIAN_SENTINEL`). They configure this guardian only: left in the environment, a nested
 /// guardian (or any program of the tree that runs one) would take the outer one's settings,
 /// e.g. an events fd number that is not open for it.
 pub fn consumed_variables() -> impl Iterator<Item = &'static str> {
-    crate::cli::env_vars()
+    crate::cli::env_vars().chain([crate::sentinel::VARIABLE])
 }
 
 /// Removes the variables of [`consumed_variables`] from the environment the provider inherits.
@@ -140,7 +142,7 @@ pub fn scrub_environment() -> Result<(), Failure> {
     // the environment holds twice is removed once (unsetenv removes every copy).
     let present = sys::vars_with_prefix(b"GUARDIAN_");
     for name in consumed_variables().filter(|name| present.iter().any(|(n, _)| n == name)) {
-        crate::debug!("{name} is not passed on to the provider");
+        crate::log::debug!("{name} is not passed on to the provider");
         sys::unset_env(name)
             .map_err(|e| Failure::guardian(format!("cannot remove {name} from the environment: {e}")))?;
     }
@@ -193,13 +195,6 @@ fn in_path(cmd: &str) -> bool {
         let dir = if dir.as_os_str().is_empty() { std::path::PathBuf::from(".") } else { dir };
         std::fs::metadata(dir.join(cmd)).is_ok()
     })
-}
-
-/// Reports a refused interface: a debug log line and a `fallback` event.
-pub fn fallback(events: &mut Events, what: &str, err: &io::Error, instead: &str) {
-    let errno = err.raw_os_error().unwrap_or(0);
-    crate::info!("{what} refused ({}: {err}); falling back to {instead}", crate::errno::name(errno));
-    events.emit(Event::Fallback { what: what.into(), errno: crate::errno::name(errno).into(), detail: instead.into() });
 }
 
 #[cfg(test)]

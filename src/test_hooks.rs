@@ -16,7 +16,7 @@ mod hooks {
     use std::path::Path;
     use std::time::Duration;
 
-    use crate::events::{Event, Events};
+    use crate::events::Events;
     use crate::proctree::Stat;
 
     /// When `GUARDIAN_TEST_PAUSE_FILE` names an existing file: emits `test-pause` with the pids
@@ -31,7 +31,9 @@ mod hooks {
             return;
         }
         let pids: Vec<i32> = scanned.iter().map(|s| s.pid).collect();
-        events.emit(Event::TestPause { pids });
+        // Not a product event (no `Event` variant): its own line, in the stream's shape.
+        let ts = crate::sys::monotonic().as_micros() as f64 / 1e6;
+        events.emit_test_line(&format!("{{\"event\":\"test-pause\",\"ts\":{ts},\"pids\":{pids:?}}}\n"));
         while path.exists() {
             std::thread::sleep(Duration::from_millis(10));
         }
@@ -52,11 +54,11 @@ mod hooks {
     pub fn fault_after_signal_setup() {
         match std::env::var("GUARDIAN_TEST_FAULT").as_deref() {
             Ok("overflow") => {
-                crate::warn!("test hook: overflowing the stack");
+                crate::log::warn!("test hook: overflowing the stack");
                 std::hint::black_box(recurse(0));
             }
             Ok("abort") => {
-                crate::warn!("test hook: abort()");
+                crate::log::warn!("test hook: abort()");
                 std::process::abort();
             }
             _ => {}

@@ -10,7 +10,8 @@ import sys
 import time
 
 from .common import BENCH, SH_BASE, SH_TREE, fmt, med, rotate, say, warn
-from .procs import children_of, count_survivors, ctxt_switches, exact, kill_floor, pin, tagged, wait_fds
+from .procs import (children_of, count_survivors, ctxt_switches, exact, family_private_kb, kill_floor, pin, tagged,
+                    wait_fds, wrapper_family)
 
 
 class Run:
@@ -168,24 +169,38 @@ def m_memory(ctx, rnd):
             time.sleep(0.3)
             samples = []
             for pid in pids:
-                vals = {}
-                try:
-                    with open(f"/proc/{pid}/smaps_rollup") as f:
-                        for line in f:
-                            parts = line.split()
-                            if len(parts) >= 3 and parts[2] == "kB":
-                                vals[parts[0].rstrip(":")] = int(parts[1])
-                except OSError:
-                    continue
-                if "Pss" in vals:
-                    samples.append({"uss": vals.get("Private_Clean", 0) + vals.get("Private_Dirty", 0),
-                                    "pss": vals["Pss"], "rss": vals.get("Rss", 0)})
+                # Every process of the wrapper (guardian's sentinel and guardian): their PSS
+                # and RSS add up; their USS is the pages only they map (a copy-on-write page
+                # the two share counts once), from the page frames where root can read them.
+                family = wrapper_family(pid)
+                total = {"uss": 0, "pss": 0, "rss": 0}
+                for member in family:
+                    vals = {}
+                    try:
+                        with open(f"/proc/{member}/smaps_rollup") as f:
+                            for line in f:
+                                parts = line.split()
+                                if len(parts) >= 3 and parts[2] == "kB":
+                                    vals[parts[0].rstrip(":")] = int(parts[1])
+                    except OSError:
+                        continue
+                    if "Pss" in vals:
+                        total["uss"] += vals.get("Private_Clean", 0) + vals.get("Private_Dirty", 0)
+                        total["pss"] += vals["Pss"]
+                        total["rss"] += vals.get("Rss", 0)
+                if total["pss"]:
+                    private = family_private_kb(family) if len(family) > 1 else None
+                    if private is not None:
+                        total["uss"] = private
+                    total["procs"] = len(family)
+                    samples.append(total)
         finally:
             ctx.procs.cleanup(key, pids)
         if samples:
-            r = res.setdefault(w.name, {"uss": [], "pss": [], "rss": [], "n": []})
+            r = res.setdefault(w.name, {"uss": [], "pss": [], "rss": [], "n": [], "procs": []})
             for k in ("uss", "pss", "rss"):
                 r[k].append(sum(s[k] for s in samples) / len(samples))
+            r.setdefault("procs", []).append(max(s["procs"] for s in samples))
             r["n"].append(len(samples))
     say("  memory: " + ", ".join(f"{n} USS {fmt(r['uss'][-1], 0)} kB" for n, r in res.items()))
 

@@ -272,3 +272,61 @@ def count_survivors(prefix, settle):
             break
         n = m
     return n
+
+
+def wrapper_family(pid):
+    """the wrapper's own processes: `pid` and its descendants running the same executable
+    (guardian's sentinel and guardian itself, issue 24); the provider is not one of them"""
+    try:
+        exe = os.readlink(f"/proc/{pid}/exe")
+    except OSError:
+        return [pid]
+    family, todo = [pid], [pid]
+    while todo:
+        for c in children_of(todo.pop()):
+            try:
+                if os.readlink(f"/proc/{c}/exe") == exe:
+                    family.append(c)
+                    todo.append(c)
+            except OSError:
+                pass
+    return family
+
+
+def family_private_kb(pids):
+    """kB of the pages mapped by these processes and by nobody else (the family's USS: a
+    page copy-on-write shared by a sentinel and its guardian counts once, which the sum of
+    their USS misses): /proc/PID/pagemap for the frames, /proc/kpagecount for their map
+    counts. None when the frames cannot be read (not root)."""
+    seen = {}
+    try:
+        kpc = open("/proc/kpagecount", "rb")
+    except OSError:
+        return None
+    with kpc:
+        for pid in pids:
+            try:
+                maps = open(f"/proc/{pid}/maps").read().splitlines()
+                pm = open(f"/proc/{pid}/pagemap", "rb")
+            except OSError:
+                continue
+            with pm:
+                for line in maps:
+                    lo, hi = (int(x, 16) for x in line.split()[0].split("-"))
+                    if "[vsyscall]" in line:
+                        continue
+                    pm.seek(lo // 4096 * 8)
+                    data = pm.read((hi - lo) // 4096 * 8)
+                    for i in range(0, len(data), 8):
+                        e = int.from_bytes(data[i:i + 8], "little")
+                        if e >> 63 & 1:
+                            pfn = e & ((1 << 55) - 1)
+                            if pfn == 0:
+                                return None
+                            seen[pfn] = seen.get(pfn, 0) + 1
+        private = 0
+        for pfn, n in seen.items():
+            kpc.seek(pfn * 8)
+            if int.from_bytes(kpc.read(8), "little") == n:
+                private += 1
+    return private * 4

@@ -77,7 +77,10 @@ def write_report(ctx, out, cfg, info, elapsed):
         A("## 2. Private memory of a resident wrapper\n")
         A(f"Method: {cfg.mem_count} instances of `WRAPPER -- sleep` resident at once (one wrapper kind "
           "at a time); `/proc/PID/smaps_rollup` of each wrapper process; USS = Private_Clean + "
-          "Private_Dirty, PSS = Pss; averaged over the instances, then median (min–max) over rounds. kB.\n")
+          "Private_Dirty, PSS = Pss; averaged over the instances, then median (min–max) over rounds. kB. "
+          "A wrapper of more than one process (guardian and its sentinel, issue 24) counts them all: "
+          "PSS and RSS add up, and USS is the pages that only they map (`/proc/PID/pagemap` and "
+          "`/proc/kpagecount`), so a copy-on-write page the two share counts once.\n")
         A("| wrapper | USS kB | PSS kB | RSS kB | USS vs tini |\n|---|---|---|---|---|")
         tu = med(mem.get("tini", {}).get("uss", []))
         for name in names:

@@ -366,6 +366,374 @@ const SIGNAL_NUMBERS = { SIGKILL: 9, KILL: 9, SIGSTOP: 19, STOP: 19 };
 const signalNumber = (sig) => (typeof sig === 'number' ? sig : SIGNAL_NUMBERS[String(sig).toUpperCase()] ?? null);
 
 /**
+ * The phases of a guarded process, in guardian's own vocabulary
+ * (src/supervise/state.rs), as far as its events have told: `spawned` starts
+ * it running, `stopping` begins the stop, `exit` (the provider was reaped)
+ * starts draining the tree, `released` ends it; an `error` event, or a
+ * guardian that could not run or ended without `released`, ends it failed.
+ */
+const Phase = Object.freeze({
+  STARTING: 'starting',
+  RUNNING: 'running',
+  STOPPING: 'stopping',
+  DRAINING: 'draining',
+  RELEASED: 'released',
+  FAILED: 'failed',
+});
+
+/** The phase an event moves a guarded process to (unchanged: null). */
+function phaseAfter(phase, ev) {
+  if (phase === Phase.RELEASED || phase === Phase.FAILED) return null;
+  switch (ev.event) {
+    case 'spawned': return phase === Phase.STARTING ? Phase.RUNNING : null;
+    case 'stopping': return phase === Phase.STARTING || phase === Phase.RUNNING ? Phase.STOPPING : null;
+    case 'exit': return Phase.DRAINING;
+    case 'released': return Phase.RELEASED;
+    case 'error': return Phase.FAILED;
+    default: return null;
+  }
+}
+
+/** A promise with its settlement at hand; never an unhandled rejection. */
+function deferred() {
+  let resolve;
+  let reject;
+  const promise = new Promise((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  // A caller that never awaits one of these must not get an unhandled
+  // rejection; a caller that does still sees the rejection.
+  promise.catch(noop);
+  return { promise, resolve, reject, settled: false };
+}
+
+/**
+ * One guarded process: the handle's state and everything that moves it. Its
+ * phase follows the events; two facts about guardian's own process are kept
+ * apart from it, because the end needs both: the events stream ended, and
+ * guardian exited (or could not be started: `failure`).
+ */
+class GuardedProcess {
+  phase = Phase.STARTING;
+  /** every parsed event, in arrival order */
+  events = [];
+  /** wake-ups for events() iterators */
+  waiters = new Set();
+  /** internal per-event callbacks (kill()) */
+  watchers = new Set();
+  /** the events stream ended (or could not be read) */
+  streamEnded = false;
+  /** guardian's own exit ({code, signal}) once it exited */
+  guardianExit = null;
+  /** GuardianError when guardian could not be run at all */
+  failure = null;
+  /** guardian's `error` event, if any */
+  errorEvent = null;
+  /** from `spawned` */
+  providerPid = undefined;
+  /** the end's rejection was emitted as 'error' */
+  reported = false;
+  /** kill() asked guardian to kill the tree */
+  killing = false;
+  /** what the driver did about a leaf guardian left behind (for the error message) */
+  leafNote = '';
+  spawned = deferred();
+  exit = deferred();
+  released = deferred();
+
+  constructor(handle, child, guardianPath, located, before) {
+    this.handle = handle;
+    this.child = child;
+    this.guardianPath = guardianPath;
+    this.located = located;
+    this.before = before;
+  }
+
+  emitError(err) {
+    if (this.handle.listenerCount('error') > 0) this.handle.emit('error', err);
+  }
+
+  settle(d, ok, value) {
+    if (d.settled) return;
+    d.settled = true;
+    if (ok) d.resolve(value);
+    else {
+      d.reject(value);
+      if (d === this.released && !this.reported) {
+        this.reported = true;
+        this.emitError(value);
+      }
+    }
+  }
+
+  wake() {
+    for (const w of this.waiters) w();
+    this.waiters.clear();
+  }
+
+  onEvent(ev) {
+    this.events.push(ev);
+    this.phase = phaseAfter(this.phase, ev) ?? this.phase;
+    switch (ev.event) {
+      case 'spawned':
+        if (Number.isInteger(ev.pid)) this.providerPid = ev.pid;
+        this.settle(this.spawned, true, ev);
+        break;
+      case 'exit':
+        this.settle(this.exit, true, ev);
+        break;
+      case 'released':
+        // `exit` always precedes `released`; should guardian ever skip it,
+        // do not leave `exit` pending forever.
+        this.settle(this.exit, false,
+          new GuardianError('guardian released without an exit event', { status: ev.status, code: 'NO_RELEASE' }));
+        this.settle(this.spawned, false,
+          new GuardianError('guardian released without a spawned event', { status: ev.status, code: 'NO_RELEASE' }));
+        this.settle(this.released, true, ev);
+        break;
+      case 'error': {
+        this.errorEvent = ev;
+        const err = new GuardianError(
+          `guardian: ${ev.message ?? 'error'} (status ${ev.status ?? 'unknown'})`,
+          { status: ev.status, event: ev, code: 'ERROR_EVENT' },
+        );
+        this.settle(this.spawned, false, err);
+        this.settle(this.exit, false, err);
+        this.settle(this.released, false, err);
+        break;
+      }
+      default:
+        break;
+    }
+    for (const w of [...this.watchers]) w(ev);
+    if (this.handle.listenerCount('event') > 0) {
+      try {
+        this.handle.emit('event', ev);
+      } catch (err) {
+        // A throwing listener is the caller's bug; it must not stop the
+        // bookkeeping. Report it on the next tick like an unhandled error.
+        queueMicrotask(() => { throw err; });
+      }
+    }
+    this.wake();
+  }
+
+  handleLine(line) {
+    let ev;
+    try {
+      ev = parseEventLine(line);
+    } catch (err) {
+      // The contract says every line is a JSON object; surface anything else as
+      // an event so it is visible to events() readers instead of vanishing.
+      this.onEvent({ event: 'malformed', ts: monotonicNow(), line, message: String(err && err.message ? err.message : err) });
+      return;
+    }
+    if (ev !== null) this.onEvent(ev);
+  }
+
+  /** Settles whatever is still pending once both the events stream ended and
+   * guardian exited (or could not be started). */
+  finish() {
+    if (!(this.failure || (this.streamEnded && this.guardianExit))) return;
+    const { code, signal } = this.guardianExit ?? { code: null, signal: null };
+    const base = this.failure ?? new GuardianError(
+      (signal
+        ? `guardian was killed by ${signal} before it released the tree`
+        : `guardian exited with status ${code} without releasing the tree`) + this.leafNote,
+      { status: code, exitCode: code, signal, event: this.errorEvent, code: 'NO_RELEASE' },
+    );
+    if (this.phase !== Phase.RELEASED) this.phase = Phase.FAILED;
+    this.settle(this.spawned, false, base);
+    this.settle(this.exit, false, base);
+    this.settle(this.released, false, base);
+    this.watchers.clear();
+    this.wake();
+  }
+
+  /** Whether the tree's end is settled (released, or failed). */
+  ended() {
+    return this.phase === Phase.RELEASED || this.phase === Phase.FAILED;
+  }
+
+  streamEnd() {
+    this.streamEnded = true;
+    this.wake();
+    this.finish();
+  }
+
+  /** Spawn failures (ENOENT, EACCES, ...) carry syscall 'spawn <file>'; a failed
+   * kill() also lands here and changes nothing. */
+  onChildError(err) {
+    if (!(this.child.pid === undefined || /spawn/.test(String(err && err.syscall)))) return;
+    if (!this.failure) {
+      this.failure = this.before ?? new GuardianError(
+        `could not start guardian (${this.guardianPath}, from ${this.located.source}): ${err.message}`,
+        { status: 125, code: 'SPAWN_FAILED' },
+      );
+      if (this.failure.cause === undefined) this.failure.cause = err;
+    }
+    this.streamEnded = true;
+    this.finish();
+  }
+
+  onChildExit(code, signal) {
+    this.guardianExit = { code, signal };
+    if (signal !== null && !this.ended()) this.killOrphanedLeaf();
+    this.finish();
+  }
+
+  /** guardian was killed (by someone else: the driver never SIGKILLs it) before
+   * it released the tree. In cgroup mode the tree is still in its leaf: kill it
+   * there, as `guardian sweep` would, so no process outlives this handle. (In
+   * subreaper mode the orphans cannot be named reliably.) */
+  killOrphanedLeaf() {
+    const leaf = this.events.find((e) => e.event === 'spawned')?.cgroup;
+    if (typeof leaf !== 'string' || leaf === '') return;
+    try {
+      writeFileSync(join(leaf, 'cgroup.kill'), '1');
+      this.leafNote = `; the driver wrote 1 to ${leaf}/cgroup.kill and runs 'guardian sweep --leaf ${leaf}'`;
+    } catch (err) {
+      this.leafNote = `; its leaf ${leaf} could not be killed (${err.code ?? err.message}): run 'guardian sweep --leaf ${leaf}'`;
+    }
+    // cgroup.kill alone misses a member whose main thread exited while another thread runs
+    // (docs/contract.md, cgroup mode); `guardian sweep --leaf` SIGKILLs those through pidfds,
+    // waits for the leaf to empty and removes it. In the background: it may take seconds.
+    try {
+      const sweep = spawn(this.guardianPath, ['sweep', '--leaf', leaf], { stdio: 'ignore' });
+      sweep.on('error', () => {});
+      sweep.unref();
+    } catch {
+      // the binary vanished since the start: the note above still names the fix
+    }
+  }
+
+  /** guardian's own process is running (it can be asked to stop). */
+  running() {
+    const c = this.child;
+    return !this.guardianExit && !this.failure && c.exitCode === null && c.signalCode === null && c.pid !== undefined;
+  }
+
+  send(signal) {
+    if (!this.running()) return false;
+    try {
+      return this.child.kill(signal);
+    } catch (err) {
+      // already gone: `released` settles from the exit path
+      if (err && err.code !== 'ESRCH') throw err;
+      return false;
+    }
+  }
+
+  /** Kill the tree now. guardian's kill-now rule (docs/contract.md): while it is
+   * stopping the tree, a further stop request ends the grace at once (SIGKILL to
+   * the whole tree, cgroup.kill in cgroup mode) and guardian answers `stopping`
+   * with reason `kill-request`. So: SIGTERM; if the answer is a first stop
+   * (`stopping` with another reason), SIGTERM again; done at `kill-request` or
+   * `released`. */
+  kill() {
+    if (this.killing || !this.running()) return this.released.promise;
+    this.killing = true;
+    let sends = 0;
+    const again = () => {
+      if (sends >= 4) return;
+      sends++;
+      this.send('SIGTERM');
+    };
+    const watcher = (ev) => {
+      if (ev.event === 'stopping' && ev.reason !== 'kill-request') again();
+      else if (ev.event === 'stopping' || ev.event === 'released' || ev.event === 'error') this.watchers.delete(watcher);
+    };
+    this.watchers.add(watcher);
+    again();
+    return this.released.promise;
+  }
+
+  /** Invalid arguments throw a TypeError at the call (a rejected promise that
+   * nobody awaits would end the host as an unhandled rejection). */
+  stop(arg) {
+    if (typeof arg === 'string' || typeof arg === 'number') {
+      const n = signalNumber(arg);
+      // SIGKILL (and SIGSTOP) cannot be caught: delivered to guardian they
+      // would end (or freeze) guardian itself and leave the tree running.
+      if (n === 9) return this.kill();
+      if (n === 19) {
+        throw new TypeError('stop(): SIGSTOP would freeze guardian itself, not the tree; use stop() or kill()');
+      }
+      this.send(arg);
+      return this.released.promise;
+    }
+    const opts = arg ?? {};
+    if (typeof opts !== 'object') throw new TypeError('stop() takes a signal or {timeout, signal}');
+    const { timeout, signal } = opts;
+    if (timeout !== undefined && (typeof timeout !== 'number' || !(timeout >= 0))) {
+      throw new TypeError(`stop(): timeout must be a non-negative number of milliseconds, got ${timeout}`);
+    }
+    if (signal !== undefined && (signal === null || typeof signal.addEventListener !== 'function')) {
+      throw new TypeError('stop(): signal must be an AbortSignal');
+    }
+    const kill = () => this.kill();
+    if (signal?.aborted) return kill();
+    this.send('SIGTERM');
+    const cleanups = [];
+    if (timeout !== undefined && timeout !== Infinity) {
+      const timer = setTimeout(kill, timeout);
+      cleanups.push(() => clearTimeout(timer));
+    }
+    if (signal !== undefined) {
+      signal.addEventListener('abort', kill, { once: true });
+      cleanups.push(() => signal.removeEventListener('abort', kill));
+    }
+    if (cleanups.length) {
+      const done = () => { for (const c of cleanups) c(); };
+      this.released.promise.then(done, done);
+    }
+    return this.released.promise;
+  }
+
+  async* iterate() {
+    let i = 0;
+    for (;;) {
+      while (i < this.events.length) yield this.events[i++];
+      if (this.streamEnded || this.failure) break;
+      await new Promise((resolve) => this.waiters.add(resolve));
+    }
+    if (this.failure && this.events.length === 0) throw this.failure;
+  }
+
+  /** Reads the events stream and follows guardian's process. */
+  attach() {
+    const { child } = this;
+    const splitter = new LineSplitter();
+    const stream = child.stdio[EVENTS_FD];
+    if (stream) {
+      stream.on('data', (chunk) => {
+        for (const line of splitter.push(chunk)) this.handleLine(line);
+      });
+      const onEnd = () => {
+        if (this.streamEnded) return;
+        for (const line of splitter.end()) this.handleLine(line);
+        this.streamEnd();
+      };
+      stream.on('end', onEnd);
+      stream.on('close', onEnd);
+      stream.on('error', onEnd);
+    } else {
+      this.streamEnded = true;
+    }
+    // stdin/stdout/stderr: writing to a provider that is gone (a mistyped
+    // command: guardian exits 127) fails with EPIPE. Without a listener that
+    // error would crash the host; here it becomes an 'error' event of the
+    // handle when someone listens, and `released` reports why guardian ended.
+    for (const s of [child.stdin, child.stdout, child.stderr]) {
+      if (s && typeof s.on === 'function') s.on('error', (err) => this.emitError(err));
+    }
+    child.on('error', (err) => this.onChildError(err));
+    child.on('exit', (code, signal) => this.onChildExit(code, signal));
+  }
+}
+
+/**
  * Start `command args...` under guardian.
  *
  * The handle is an EventEmitter: 'event' for every event line, 'error' for a
@@ -425,316 +793,27 @@ export function spawnGuarded(command, args, options) {
     child = spawn(NOT_STARTED, [], { stdio: spawnOptions.stdio });
   }
   const handle = new EventEmitter();
+  const g = new GuardedProcess(handle, child, guardianPath, located, before);
+  g.attach();
 
-  // --- event bookkeeping -------------------------------------------------
-  const events = [];          // every parsed event, in arrival order
-  const waiters = new Set();  // wake-ups for events() iterators
-  const watchers = new Set(); // internal per-event callbacks (kill())
-  let ended = false;          // the events stream ended (or could not be read)
-  let failure = null;         // GuardianError when guardian could not be run at all
-  let errorEvent = null;      // guardian's `error` event, if any
-  let exited = false;         // guardian itself exited
-  let exitInfo = { code: null, signal: null };
-  let providerPid;            // from `spawned`
-  let reported = false;       // the failure was emitted as 'error'
-
-  const emitError = (err) => {
-    if (handle.listenerCount('error') > 0) handle.emit('error', err);
-  };
-
-  const deferred = () => {
-    let resolve;
-    let reject;
-    const promise = new Promise((res, rej) => {
-      resolve = res;
-      reject = rej;
-    });
-    // A caller that never awaits one of these must not get an unhandled
-    // rejection; a caller that does still sees the rejection.
-    promise.catch(noop);
-    return { promise, resolve, reject, settled: false };
-  };
-  const spawned = deferred();
-  const exit = deferred();
-  const released = deferred();
-
-  const settle = (d, ok, value) => {
-    if (d.settled) return;
-    d.settled = true;
-    if (ok) d.resolve(value);
-    else {
-      d.reject(value);
-      if (d === released && !reported) {
-        reported = true;
-        emitError(value);
-      }
-    }
-  };
-
-  const wake = () => {
-    for (const w of waiters) w();
-    waiters.clear();
-  };
-
-  const onEvent = (ev) => {
-    events.push(ev);
-    switch (ev.event) {
-      case 'spawned':
-        if (Number.isInteger(ev.pid)) providerPid = ev.pid;
-        settle(spawned, true, ev);
-        break;
-      case 'exit':
-        settle(exit, true, ev);
-        break;
-      case 'released':
-        // `exit` always precedes `released`; should guardian ever skip it,
-        // do not leave `exit` pending forever.
-        settle(exit, false, new GuardianError('guardian released without an exit event', { status: ev.status, code: 'NO_RELEASE' }));
-        settle(spawned, false, new GuardianError('guardian released without a spawned event', { status: ev.status, code: 'NO_RELEASE' }));
-        settle(released, true, ev);
-        break;
-      case 'error': {
-        errorEvent = ev;
-        const err = new GuardianError(
-          `guardian: ${ev.message ?? 'error'} (status ${ev.status ?? 'unknown'})`,
-          { status: ev.status, event: ev, code: 'ERROR_EVENT' },
-        );
-        settle(spawned, false, err);
-        settle(exit, false, err);
-        settle(released, false, err);
-        break;
-      }
-      default:
-        break;
-    }
-    for (const w of [...watchers]) w(ev);
-    if (handle.listenerCount('event') > 0) {
-      try {
-        handle.emit('event', ev);
-      } catch (err) {
-        // A throwing listener is the caller's bug; it must not stop the
-        // bookkeeping. Report it on the next tick like an unhandled error.
-        queueMicrotask(() => { throw err; });
-      }
-    }
-    wake();
-  };
-
-  const malformed = (line, err) => {
-    // The contract says every line is a JSON object; surface anything else as
-    // an event so it is visible to events() readers instead of vanishing.
-    onEvent({ event: 'malformed', ts: monotonicNow(), line, message: String(err && err.message ? err.message : err) });
-  };
-
-  const handleLine = (line) => {
-    let ev;
-    try {
-      ev = parseEventLine(line);
-    } catch (err) {
-      malformed(line, err);
-      return;
-    }
-    if (ev !== null) onEvent(ev);
-  };
-
-  // Settle whatever is still pending once both the events stream ended and
-  // guardian exited (or could not be started).
-  const finish = () => {
-    if (!(failure || (ended && exited))) return;
-    const base = failure ?? new GuardianError(
-      (exitInfo.signal
-        ? `guardian was killed by ${exitInfo.signal} before it released the tree`
-        : `guardian exited with status ${exitInfo.code} without releasing the tree`) + leafNote,
-      { status: exitInfo.code, exitCode: exitInfo.code, signal: exitInfo.signal, event: errorEvent, code: 'NO_RELEASE' },
-    );
-    settle(spawned, false, base);
-    settle(exit, false, base);
-    settle(released, false, base);
-    watchers.clear();
-    wake();
-  };
-
-  const splitter = new LineSplitter();
-  const stream = child.stdio[EVENTS_FD];
-  if (stream) {
-    stream.on('data', (chunk) => {
-      for (const line of splitter.push(chunk)) handleLine(line);
-    });
-    const onEnd = () => {
-      if (ended) return;
-      for (const line of splitter.end()) handleLine(line);
-      ended = true;
-      wake();
-      finish();
-    };
-    stream.on('end', onEnd);
-    stream.on('close', onEnd);
-    stream.on('error', onEnd);
-  } else {
-    ended = true;
-  }
-
-  // stdin/stdout/stderr: writing to a provider that is gone (a mistyped
-  // command: guardian exits 127) fails with EPIPE. Without a listener that
-  // error would crash the host; here it becomes an 'error' event of the
-  // handle when someone listens, and `released` reports why guardian ended.
-  for (const s of [child.stdin, child.stdout, child.stderr]) {
-    if (s && typeof s.on === 'function') s.on('error', (err) => emitError(err));
-  }
-
-  child.on('error', (err) => {
-    // Spawn failures (ENOENT, EACCES, ...) carry syscall 'spawn <file>'; a
-    // failed kill() also lands here and changes nothing.
-    if (!(child.pid === undefined || /spawn/.test(String(err && err.syscall)))) return;
-    if (!failure) {
-      failure = before ?? new GuardianError(
-        `could not start guardian (${guardianPath}, from ${located.source}): ${err.message}`,
-        { status: 125, code: 'SPAWN_FAILED' },
-      );
-      if (failure.cause === undefined) failure.cause = err;
-    }
-    ended = true;
-    finish();
-  });
-  // guardian was killed (by someone else: the driver never SIGKILLs it)
-  // before it released the tree. In cgroup mode the tree is still in its
-  // leaf: kill it there, as `guardian sweep` would, so no process outlives
-  // this handle. (In subreaper mode the orphans cannot be named reliably.)
-  let leafNote = '';
-  const killOrphanedLeaf = () => {
-    const leaf = events.find((e) => e.event === 'spawned')?.cgroup;
-    if (typeof leaf !== 'string' || leaf === '') return;
-    try {
-      writeFileSync(join(leaf, 'cgroup.kill'), '1');
-      leafNote = `; the driver wrote 1 to ${leaf}/cgroup.kill and runs 'guardian sweep --leaf ${leaf}'`;
-    } catch (err) {
-      leafNote = `; its leaf ${leaf} could not be killed (${err.code ?? err.message}): run 'guardian sweep --leaf ${leaf}'`;
-    }
-    // cgroup.kill alone misses a member whose main thread exited while another thread runs
-    // (docs/contract.md, cgroup mode); `guardian sweep --leaf` SIGKILLs those through pidfds,
-    // waits for the leaf to empty and removes it. In the background: it may take seconds.
-    try {
-      const sweep = spawn(guardianPath, ['sweep', '--leaf', leaf], { stdio: 'ignore' });
-      sweep.on('error', () => {});
-      sweep.unref();
-    } catch {
-      // the binary vanished since the start: the note above still names the fix
-    }
-  };
-  child.on('exit', (code, signal) => {
-    exited = true;
-    exitInfo = { code, signal };
-    if (signal !== null && !released.settled) killOrphanedLeaf();
-    finish();
-  });
-
-  const running = () => !exited && !failure && child.exitCode === null && child.signalCode === null
-    && child.pid !== undefined;
-  const send = (signal) => {
-    if (!running()) return false;
-    try {
-      return child.kill(signal);
-    } catch (err) {
-      // already gone: `released` settles from the exit path
-      if (err && err.code !== 'ESRCH') throw err;
-      return false;
-    }
-  };
-
-  // --- kill the tree now -----------------------------------------------------
-  // guardian's kill-now rule (docs/contract.md): while it is stopping the tree,
-  // a further stop request ends the grace at once (SIGKILL to the whole tree,
-  // cgroup.kill in cgroup mode) and guardian answers `stopping` with reason
-  // `kill-request`. So: SIGTERM; if the answer is a first stop (`stopping`
-  // with another reason), SIGTERM again; done at `kill-request` or `released`.
-  let killing = false;
-  const kill = () => {
-    if (killing || !running()) return released.promise;
-    killing = true;
-    let sends = 0;
-    const again = () => {
-      if (sends >= 4) return;
-      sends++;
-      send('SIGTERM');
-    };
-    const watcher = (ev) => {
-      if (ev.event === 'stopping' && ev.reason !== 'kill-request') again();
-      else if (ev.event === 'stopping' || ev.event === 'released' || ev.event === 'error') watchers.delete(watcher);
-    };
-    watchers.add(watcher);
-    again();
-    return released.promise;
-  };
-
-  // Invalid arguments throw a TypeError at the call (a rejected promise that
-  // nobody awaits would end the host as an unhandled rejection).
-  const stop = (arg) => {
-    if (typeof arg === 'string' || typeof arg === 'number') {
-      const n = signalNumber(arg);
-      // SIGKILL (and SIGSTOP) cannot be caught: delivered to guardian they
-      // would end (or freeze) guardian itself and leave the tree running.
-      if (n === 9) return kill();
-      if (n === 19) {
-        throw new TypeError('stop(): SIGSTOP would freeze guardian itself, not the tree; use stop() or kill()');
-      }
-      send(arg);
-      return released.promise;
-    }
-    const opts = arg ?? {};
-    if (typeof opts !== 'object') throw new TypeError('stop() takes a signal or {timeout, signal}');
-    const { timeout, signal } = opts;
-    if (timeout !== undefined && (typeof timeout !== 'number' || !(timeout >= 0))) {
-      throw new TypeError(`stop(): timeout must be a non-negative number of milliseconds, got ${timeout}`);
-    }
-    if (signal !== undefined && (signal === null || typeof signal.addEventListener !== 'function')) {
-      throw new TypeError('stop(): signal must be an AbortSignal');
-    }
-    if (signal?.aborted) return kill();
-    send('SIGTERM');
-    const cleanups = [];
-    if (timeout !== undefined && timeout !== Infinity) {
-      const timer = setTimeout(kill, timeout);
-      cleanups.push(() => clearTimeout(timer));
-    }
-    if (signal !== undefined) {
-      signal.addEventListener('abort', kill, { once: true });
-      cleanups.push(() => signal.removeEventListener('abort', kill));
-    }
-    if (cleanups.length) {
-      const done = () => { for (const c of cleanups) c(); };
-      released.promise.then(done, done);
-    }
-    return released.promise;
-  };
-
-  // --- the handle ---------------------------------------------------------
-  async function* iterate() {
-    let i = 0;
-    for (;;) {
-      while (i < events.length) yield events[i++];
-      if (ended || failure) break;
-      await new Promise((resolve) => waiters.add(resolve));
-    }
-    if (failure && events.length === 0) throw failure;
-  }
-
+  const iterate = () => g.iterate();
   Object.defineProperties(handle, {
     child: { value: child, enumerable: true },
     guardianPid: { value: child.pid, enumerable: true },
     /** Deprecated alias of guardianPid (guardian's pid, not the provider's). */
     pid: { value: child.pid, enumerable: false },
-    providerPid: { get: () => providerPid, enumerable: true },
+    providerPid: { get: () => g.providerPid, enumerable: true },
     guardianPath: { value: guardianPath, enumerable: true },
     stdin: { value: child.stdin, enumerable: true },
     stdout: { value: child.stdout, enumerable: true },
     stderr: { value: child.stderr, enumerable: true },
-    spawned: { value: spawned.promise, enumerable: true },
-    exit: { value: exit.promise, enumerable: true },
-    released: { value: released.promise, enumerable: true },
-    received: { get: () => events.slice(), enumerable: true },
+    spawned: { value: g.spawned.promise, enumerable: true },
+    exit: { value: g.exit.promise, enumerable: true },
+    released: { value: g.released.promise, enumerable: true },
+    received: { get: () => g.events.slice(), enumerable: true },
     events: { value: iterate },
-    stop: { value: stop },
-    kill: { value: kill },
+    stop: { value: (arg) => g.stop(arg) },
+    kill: { value: () => g.kill() },
     unref: {
       value() {
         child.unref();

@@ -149,7 +149,7 @@ impl Leaf {
                             ),
                         ));
                     }
-                    crate::debug!("moved guardian into {} (no-internal-process rule)", me_leaf.display());
+                    crate::log::debug!("moved guardian into {} (no-internal-process rule)", me_leaf.display());
                     self_leaf = Some(me_leaf);
                 }
                 let line: Vec<String> = missing.iter().map(|c| format!("+{c}")).collect();
@@ -244,7 +244,10 @@ impl Leaf {
 
     fn vanished(&self) {
         if !self.removed.get() {
-            crate::debug!("{} vanished (removed by someone else once empty): the leaf is empty", self.path.display());
+            crate::log::debug!(
+                "{} vanished (removed by someone else once empty): the leaf is empty",
+                self.path.display()
+            );
             self.removed.set(true);
         }
     }
@@ -304,7 +307,7 @@ impl Leaf {
         self.removed.set(true);
         if let Some(s) = &self.self_leaf {
             // guardian itself is in there until it exits: `guardian sweep` removes it later.
-            crate::debug!("{} stays until guardian exits (guardian sweep removes it)", s.display());
+            crate::log::debug!("{} stays until guardian exits (guardian sweep removes it)", s.display());
         }
         Ok(())
     }
@@ -319,7 +322,7 @@ impl Leaf {
             let _ = wait_empty(&self.path, Duration::from_secs(2));
         }
         if let Err(e) = self.remove() {
-            crate::warn!("could not remove the leaf cgroup {}: {e}; 'guardian sweep' will", self.path.display());
+            crate::log::warn!("could not remove the leaf cgroup {}: {e}; 'guardian sweep' will", self.path.display());
         }
     }
 
@@ -351,7 +354,7 @@ pub fn kill(dir: &Path, rel: &str, proc: Option<&mut Proc>) -> io::Result<Killed
             // not dead) can be listed yet missed; a dying process is not looked at.
             let after = kill_members(rel, proc, leaderless(dir), |st| st.state == b'Z' && !st.is_dead());
             if !after.is_empty() {
-                crate::debug!(
+                crate::log::debug!(
                     "{}: SIGKILL through pidfds to {after:?}, listed after cgroup.kill with their main thread exited",
                     dir.display()
                 );

@@ -37,7 +37,7 @@ pub enum ForwardTo {
 pub struct Cli {
     pub sub: Option<Sub>,
     pub grace: Duration,
-    pub stop_signal: i32,
+    pub stop_signal: crate::signals::StopSignal,
     pub forward_to: ForwardTo,
     pub events_fd: Option<i32>,
     pub events_file: Option<OsString>,
@@ -70,7 +70,7 @@ impl Default for Cli {
         Cli {
             sub: None,
             grace: Duration::from_secs(1),
-            stop_signal: libc::SIGTERM,
+            stop_signal: crate::signals::StopSignal::TERM,
             forward_to: ForwardTo::Provider,
             events_fd: None,
             events_file: None,

@@ -30,6 +30,8 @@ use super::values::{Value, parse_value};
 use super::{Cli, Sub, VERSION, help};
 
 /// What the command line asks for.
+// One value per start, moved once: boxing `Cli` would only add a heap allocation to start-up.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, PartialEq)]
 pub enum Parsed {
     /// Run (or run a subcommand) with these settings.

@@ -20,6 +20,7 @@ use super::values::{Value, parse_value};
 use super::{Cli, ForwardTo, Parsed, Sub, env_vars, help, parse};
 
 /// What a parser made of a command line.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, PartialEq)]
 enum Outcome {
     Run(Cli),
@@ -440,7 +441,7 @@ fn every_option_reaches_its_field() {
 fn defaults() {
     let c = run(&["true"], &[]);
     assert_eq!(c.grace, Duration::from_secs(1));
-    assert_eq!(c.stop_signal, libc::SIGTERM);
+    assert_eq!(c.stop_signal.get(), libc::SIGTERM);
     assert_eq!(c.forward_to, ForwardTo::Provider);
     assert_eq!((c.events_fd, c.timeout, c.wait_descendants, c.no_parent_watch), (None, None, false, false));
     assert_eq!((c.verbose, c.quiet, c.sub), (0, false, None));
@@ -501,7 +502,10 @@ fn command_and_paths_need_not_be_utf8() {
 #[test]
 fn environment_and_its_precedence() {
     let c = run(&["true"], &[("GUARDIAN_GRACE", "3s"), ("GUARDIAN_STOP_SIGNAL", "INT"), ("GUARDIAN_EVENTS_FD", "4")]);
-    assert_eq!((c.grace, c.stop_signal, c.events_fd), (Duration::from_secs(3), libc::SIGINT, Some(4)));
+    assert_eq!(
+        (c.grace, c.stop_signal, c.events_fd),
+        (Duration::from_secs(3), crate::signals::StopSignal::parse("INT").unwrap(), Some(4))
+    );
     // argv beats the environment, whose value is then not even checked.
     assert_eq!(run(&["-g", "2s", "true"], &[("GUARDIAN_GRACE", "soon")]).grace, Duration::from_secs(2));
     for (value, expected) in

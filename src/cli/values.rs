@@ -9,13 +9,13 @@ use std::time::Duration;
 
 use treeguardian_spec::options::Kind;
 
-use crate::signals;
+use crate::signals::StopSignal;
 
 /// An option's parsed value.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Value {
     Duration(Duration),
-    Signal(i32),
+    Signal(StopSignal),
     /// One of a choice's words.
     Word(&'static str),
     Fd(i32),
@@ -199,25 +199,9 @@ pub fn parse_cpu(text: &str) -> Result<String, String> {
     }
 }
 
-/// The stop signal must be one that can end a process and that guardian does not give another
-/// meaning: SIGCHLD is guardian's own wake-up, SIGCONT and the job-control stops are job
-/// control, SIGSTOP cannot be caught, and SIGKILL is what the grace ends in (`--grace 0`).
-pub fn parse_signal(text: &str) -> Result<i32, String> {
-    let sig = signals::parse(text)?;
-    match sig {
-        libc::SIGKILL => Err(
-            "SIGKILL cannot be the stop signal: it is what the grace period ends in; use --grace 0 to send it at once"
-                .into(),
-        ),
-        libc::SIGSTOP | libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU | libc::SIGCONT => Err(format!(
-            "{} cannot be the stop signal: it stops or continues a process instead of ending it (job control); use TERM, INT, QUIT, HUP or USR1",
-            signals::name(sig)
-        )),
-        libc::SIGCHLD => {
-            Err("SIGCHLD cannot be the stop signal: guardian reads it to reap; use TERM, INT, QUIT, HUP or USR1".into())
-        }
-        _ => Ok(sig),
-    }
+/// `--stop-signal`: the rules are [`StopSignal::parse`]'s, the one place a stop signal is made.
+pub fn parse_signal(text: &str) -> Result<StopSignal, String> {
+    StopSignal::parse(text)
 }
 
 #[cfg(test)]

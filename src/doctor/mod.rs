@@ -96,10 +96,30 @@ fn judge(request: Option<&OsStr>, facts: Facts) -> Report<'_> {
     let mut notes: Vec<String> = Vec::new();
     let mode = mode_for(request, facts.me, &facts.cgroup, &mut problems);
     judge_interfaces(&facts, &mut problems, &mut notes);
+    judge_sentinel(facts.me, &mut problems, &mut notes);
     let mode = startup_checks(&facts, mode, &mut problems, &mut notes);
     judge_proc(&facts, &mut problems, &mut notes);
     judge_cgroup(&facts.cgroup, mode, request, &mut problems, &mut notes);
     Report { request, facts, mode, problems, notes }
+}
+
+/// The sentinel (issue 24): whether a SIGKILL of the process the host starts still tears the
+/// tree down. Off by choice is a problem (that SIGKILL would leave the tree running); off
+/// because guardian would be PID 1 or its parent is outside its namespace is a note.
+fn judge_sentinel(me: i32, problems: &mut Vec<Problem>, notes: &mut Vec<String>) {
+    let setting = std::env::var_os(crate::sentinel::VARIABLE);
+    match crate::sentinel::off_reason(me, setting.as_deref()) {
+        Ok(None) => notes.push(
+            "sentinel: on; the process the host starts stays as a small parent of guardian, so its SIGKILL (kill_on_drop, Popen.kill(), kill -9) still tears the tree down".into(),
+        ),
+        Ok(Some(why)) if setting.is_some() => problems.push(Problem::new(
+            "sentinel",
+            format!("no sentinel process: {why}; a SIGKILL of guardian's process would leave the tree running"),
+            "unset GUARDIAN_SENTINEL (or set it to 1)",
+        )),
+        Ok(Some(why)) => notes.push(format!("sentinel: off, {why}")),
+        Err(message) => problems.push(Problem::new("sentinel", message, "unset GUARDIAN_SENTINEL (or set it to 1)")),
+    }
 }
 
 /// The process interfaces: subreaper, signalfd, the pidfd calls, clone3, waitid.

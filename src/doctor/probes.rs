@@ -273,7 +273,7 @@ pub(super) fn probe_leaf(parent: &Parent, h: &Hierarchy, me: i32) -> LeafProbes 
     // The reaped child may take a moment to leave the leaf.
     let _ = crate::cgroup::leaf::wait_empty(&leaf, Duration::from_secs(2));
     if let Err(e) = crate::cgroup::leaf::remove_tree(&leaf) {
-        crate::warn!("could not remove the probe cgroup {}: {e}", leaf.display());
+        crate::log::warn!("could not remove the probe cgroup {}: {e}", leaf.display());
     }
     LeafProbes { created: Ok(()), kill_file, clone_into_cgroup, namespace }
 }

@@ -23,7 +23,8 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
-use super::{Events, Kind, Writer};
+use super::Events;
+use crate::writer::Writer;
 
 /// Opens `path` for events (see the module's rules); the error is one line for exit 125.
 pub fn open_file(path: &Path) -> Result<Events, String> {
@@ -42,9 +43,9 @@ pub fn open_file(path: &Path) -> Result<Events, String> {
         .open(path)
         .map_err(|e| open_error(&shown.to_string(), &e))?;
     let fd = OwnedFd::from(file);
-    let kind = match rustix::fs::fstat(fd.as_fd()).map(|st| rustix::fs::FileType::from_raw_mode(st.st_mode)) {
-        Ok(rustix::fs::FileType::RegularFile) => Kind::Blocking,
-        Ok(rustix::fs::FileType::Fifo | rustix::fs::FileType::CharacterDevice) => Kind::NonBlocking,
+    let nonblocking = match rustix::fs::fstat(fd.as_fd()).map(|st| rustix::fs::FileType::from_raw_mode(st.st_mode)) {
+        Ok(rustix::fs::FileType::RegularFile) => false,
+        Ok(rustix::fs::FileType::Fifo | rustix::fs::FileType::CharacterDevice) => true,
         Ok(other) => {
             return Err(format!(
                 "--events-file {shown}: not a regular file, FIFO or character device ({other:?}); name a file to append events to"
@@ -52,7 +53,7 @@ pub fn open_file(path: &Path) -> Result<Events, String> {
         }
         Err(e) => return Err(format!("--events-file {shown}: cannot be inspected (fstat: {e})")),
     };
-    Ok(Events { out: Some(Writer { fd, kind }), buf: Vec::new(), dropped: 0 })
+    Ok(Events { out: Some(Writer::opened(fd, nonblocking)), buf: Vec::new(), dropped: 0 })
 }
 
 fn open_error(shown: &str, e: &io::Error) -> String {

@@ -36,10 +36,9 @@ fn index(e: &Event) -> usize {
         Event::Exit { .. } => 6,
         Event::Released(_) => 7,
         Event::Error { .. } => 8,
-        Event::TestPause { .. } => 9,
     }
 }
-const VARIANTS: usize = 10;
+const VARIANTS: usize = 9;
 
 /// One of each variant, every `Option` set (so every field appears).
 fn every_event() -> Vec<Event> {
@@ -75,19 +74,16 @@ fn every_event() -> Vec<Event> {
             message: "m".into(),
             abandoned: Some(Abandoned { unkillable: vec![10], remaining: vec![11] }),
         },
-        Event::TestPause { pids: vec![11] },
     ]
 }
 
-/// Event name → its fields in wire order, from [`Event::fields`]. `test-pause` is left out: a
-/// `test-hooks` build's, never documented.
+/// Event name → its fields in wire order, from [`Event::fields`].
 fn emitted() -> BTreeMap<&'static str, Vec<(&'static str, Presence)>> {
     let all = every_event();
     let mut seen: Vec<usize> = all.iter().map(index).collect();
     seen.sort();
     assert_eq!(seen, (0..VARIANTS).collect::<Vec<_>>(), "every_event() needs exactly one sample per variant");
     all.iter()
-        .filter(|e| !matches!(e, Event::TestPause { .. }))
         .map(|e| {
             let mut schema = Schema::default();
             e.fields(&mut schema);

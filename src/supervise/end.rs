@@ -34,18 +34,21 @@ impl Supervisor {
             // `released.cgroup` names the leaf only once it is really gone: a leaf that could
             // not be removed is reported here, never claimed removed.
             if let Err(e) = leaf.remove() {
-                crate::warn!("could not remove the leaf cgroup {}: {e}; 'guardian sweep' will", leaf.path.display());
+                crate::log::warn!(
+                    "could not remove the leaf cgroup {}: {e}; 'guardian sweep' will",
+                    leaf.path.display()
+                );
             } else {
                 cgroup_path = Some(leaf.path_text());
-                crate::debug!("removed the leaf cgroup {}", leaf.path.display());
+                crate::log::debug!("removed the leaf cgroup {}", leaf.path.display());
             }
         }
         if let Some(n) = oom_kill.filter(|&n| n > 0) {
-            crate::warn!("the kernel's OOM killer killed {n} process(es) in the leaf (memory.max)");
+            crate::log::warn!("the kernel's OOM killer killed {n} process(es) in the leaf (memory.max)");
         }
         let teardown_ms = self.state.exited_at().map_or(0.0, |t| (sys::monotonic() - t).as_micros() as f64 / 1000.0);
         let stats = &self.tree.stats;
-        crate::info!(
+        crate::log::info!(
             "released: status {code}, {} signalled, {} killed, {} reaped, teardown {teardown_ms:.3} ms",
             stats.signalled,
             stats.killed,

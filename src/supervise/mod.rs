@@ -10,27 +10,31 @@
 //! (`abandon`). Neither exits the process: `run` returns guardian's status to `main`.
 
 mod end;
+mod parent;
 pub mod state;
+mod terminal;
 
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::collections::VecDeque;
+use std::os::fd::{AsFd, OwnedFd};
 use std::time::Duration;
 
 use rustix::event::{PollFd, PollFlags};
 
-use crate::cli::ForwardTo;
 use crate::events::{Event, Events, Signal, Usage};
 use crate::exit::Failure;
-use crate::pidref::PidRef;
-use crate::signals;
-use crate::sys::{self, JobChange, Reaped, WaitStatus};
+use crate::pidref::{self, PidRef};
+use crate::signals::{self, StopSignal};
+use crate::status::WaitStatus;
+use crate::sys::{self, JobChange, Reaped};
 use crate::teardown::{Phase as RoundPhase, Tree};
-use state::{Action, Config, Foreground, Happened, State, Terminal};
+pub use parent::ParentWatch;
+pub use state::Target;
+use state::{Action, Config, Foreground, Happened, State, StopReason, Terminal};
+use terminal::Tty;
 
 /// How the loop ends: released with guardian's exit status, or given up (125).
 type Outcome = Result<i32, Failure>;
 
-/// Interval of the bounded parent check when the parent's pidfd could not be opened.
-const PARENT_POLL: Duration = Duration::from_millis(250);
 /// How long a slow events reader may delay guardian's exit after release.
 const EVENTS_CLOSE_WAIT: Duration = Duration::from_secs(1);
 /// Signals read from the signalfd per wake-up. A tree that floods guardian with queued
@@ -38,46 +42,22 @@ const EVENTS_CLOSE_WAIT: Duration = Duration::from_secs(1);
 /// deadlines (the SIGKILL at the end of the grace) and runs its rounds.
 const SIGNAL_BATCH: usize = 64;
 
-/// How guardian notices its parent's death.
-pub enum ParentWatch {
-    Pidfd(OwnedFd),
-    /// pidfd_open was refused: compare getppid() on a bounded interval.
-    Poll {
-        ppid: i32,
-        next: Duration,
-    },
-    /// The parent is outside guardian's PID namespace (getppid() is 0, guardian is not PID 1):
-    /// `PR_SET_PDEATHSIG` with this signal, read from the signalfd like any other.
-    Deathsig(i32),
-}
-
-impl ParentWatch {
-    /// Whether `info` is the kernel's parent-death signal: the chosen number, `SI_USER`, and
-    /// sender pid 0 (the dying parent is outside guardian's namespace). A kill() of the same
-    /// number from outside the namespace looks the same, and so does any kill() of it while the
-    /// uid's RLIMIT_SIGPENDING is exhausted (the kernel then drops the sender); docs/design.md
-    /// (start-up step 5) says why that is accepted.
-    pub fn is_death_signal(&self, info: &sys::SigInfo) -> bool {
-        matches!(self, ParentWatch::Deathsig(sig) if info.signo == *sig && info.code == libc::SI_USER && info.pid == 0)
-    }
-}
-
 pub struct Settings {
     pub grace: Duration,
-    pub stop_signal: i32,
-    pub forward_to: ForwardTo,
+    pub stop_signal: StopSignal,
+    /// `--forward-to`.
+    pub forward_to: Target,
     pub timeout: Option<Duration>,
     pub wait_descendants: bool,
 }
 
 pub struct Supervisor {
-    stop_signal: i32,
-    forward_to: ForwardTo,
+    stop_signal: StopSignal,
     sigfd: OwnedFd,
     provider: PidRef,
     provider_pgid: i32,
-    /// guardian's controlling terminal (`/dev/tty`): every tcgetpgrp/tcsetpgrp goes through it.
-    tty: Option<OwnedFd>,
+    /// guardian's controlling terminal (`/dev/tty`).
+    tty: Option<Tty>,
     parent: Option<ParentWatch>,
     events: Events,
     tree: Tree,
@@ -121,6 +101,9 @@ impl Supervisor {
             (Some(_), false) => Terminal::Guardian,
         };
         let cfg = Config {
+            forward_to: settings.forward_to,
+            rounds_reach_descendants: tree.rounds_reach_descendants(),
+            stop_round_reaches_provider: tree.stop_round_reaches_provider(),
             grace: settings.grace,
             timeout: settings.timeout,
             wait_descendants: settings.wait_descendants,
@@ -131,11 +114,10 @@ impl Supervisor {
         let state = State::new(cfg, terminal, tree.leaf.is_some());
         Supervisor {
             stop_signal: settings.stop_signal,
-            forward_to: settings.forward_to,
             sigfd,
             provider,
             provider_pgid,
-            tty,
+            tty: tty.map(|fd| Tty::new(fd, provider_pgid)),
             parent,
             events,
             tree,
@@ -189,7 +171,7 @@ impl Supervisor {
         }
         if parent_ready {
             self.parent = None;
-            crate::info!("parent process died; tearing the tree down");
+            crate::log::info!("parent process died; tearing the tree down");
             if let Some(code) = self.handle(Happened::ParentDied) {
                 return Some(code);
             }
@@ -197,8 +179,9 @@ impl Supervisor {
         if out_ready {
             self.events.flush();
         }
-        if self.parent_poll_says_dead() {
-            crate::info!("parent process died; tearing the tree down");
+        if self.parent.as_mut().is_some_and(|p| p.poll_says_dead(sys::monotonic())) {
+            self.parent = None;
+            crate::log::info!("parent process died; tearing the tree down");
             if let Some(code) = self.handle(Happened::ParentDied) {
                 return Some(code);
             }
@@ -238,160 +221,109 @@ impl Supervisor {
             timeout.map(|t| rustix::event::Timespec { tv_sec: t.as_secs() as i64, tv_nsec: t.subsec_nanos() as i64 });
         match rustix::event::poll(fds, ts.as_ref()) {
             Ok(_) | Err(rustix::io::Errno::INTR) => {}
-            Err(e) => crate::warn!("poll() failed: {e}"),
+            Err(e) => crate::log::warn!("poll() failed: {e}"),
         }
         let ready = |slot: Option<usize>| slot.and_then(|i| fds.get(i)).is_some_and(|fd| !fd.revents().is_empty());
         (ready(parent_slot), ready(out_slot), ready(leaf_slot))
     }
 
-    /// Feeds one observation to the state machine and carries out its actions.
+    /// Feeds one observation to the state machine and carries out its actions, in order; an
+    /// action's own outcome (a round's bookkeeping, a refused suspension) is fed back, and its
+    /// actions run next, before the rest of the queue.
     fn handle(&mut self, what: Happened) -> Option<Outcome> {
+        let mut queue = VecDeque::new();
+        let mut next = Some(what);
+        let mut done = None;
+        loop {
+            if let Some(what) = next.take() {
+                for action in self.decide(what).into_iter().rev() {
+                    queue.push_front(action);
+                }
+            }
+            let Some(action) = queue.pop_front() else { return done };
+            match self.act(action) {
+                Step::Done(outcome) => done = Some(outcome),
+                Step::Then(what) => next = Some(what),
+                Step::Next => {}
+            }
+        }
+    }
+
+    fn decide(&mut self, what: Happened) -> Vec<Action> {
         let before = self.state.phase();
         let actions = self.state.on(what, sys::monotonic());
         if self.state.phase() != before {
-            crate::debug!("{} -> {} ({what:?})", before.name(), self.state.phase().name());
+            crate::log::debug!("{} -> {} ({what:?})", before.name(), self.state.phase().name());
         }
-        let mut done = None;
-        for action in actions {
-            if let Some(code) = self.act(action) {
-                done = Some(code);
-            }
-        }
-        done
+        actions
     }
 
-    fn act(&mut self, action: Action) -> Option<Outcome> {
+    fn act(&mut self, action: Action) -> Step {
         match action {
-            Action::Forward(sig) => self.forward(sig),
-            // As PID 1 without the namespace's own /proc, a timeout's or parent death's round is
-            // one kill(-1), which reaches the provider too: it hears the stop signal there, once.
-            Action::StopProvider { reason } if reason != "forwarded" && self.tree.stop_round_reaches_provider() => {}
-            Action::StopProvider { reason } => {
-                self.signal_provider(self.stop_signal, reason);
-                // The owner's request with --forward-to group: the rest of the provider's group
-                // hears it too, one verified member at a time (recorded, so the rounds after
-                // the provider's exit do not repeat it).
-                if reason == "forwarded" && self.forward_to == ForwardTo::Group {
-                    self.tree.stop_group(self.stop_signal, self.provider_pgid, self.provider.pid, &mut self.events);
-                }
-                // A stopped provider must see it (issue 14.2): SIGCONT to the same target.
-                if self.stop_signal != libc::SIGCONT && self.stop_signal != libc::SIGKILL {
-                    let _ = self.send_provider_quietly(libc::SIGCONT);
-                }
+            Action::Forward(sig, to) => self.forward(sig, to),
+            Action::StopProvider { reason, to } => {
+                let tag = match reason {
+                    StopReason::Signal => "forwarded",
+                    other => other.name(),
+                };
+                // A stopped provider must see it (issue 14.2): SIGCONT follows, to the same target.
+                self.signal_provider(self.stop_signal.get(), to, tag, true);
+            }
+            Action::StopGroupMembers => {
+                self.tree.stop_group(self.provider_pgid, self.provider.pid, &mut self.events);
             }
             Action::KillProvider => {
-                crate::info!("sending SIGKILL to the tree");
-                self.signal_provider(libc::SIGKILL, "kill");
+                crate::log::info!("sending SIGKILL to the tree");
+                self.signal_provider(libc::SIGKILL, Target::Provider, "kill", false);
             }
             Action::Round { kill, outside_leaf } => {
                 let sent = self.round(kill, outside_leaf);
                 // Only /proc scans count newcomers: a broadcast or cgroup.kill round reports
-                // every time and needs no chase.
-                let chase = self.tree.chase(sent);
-                // The round's own bookkeeping (next rescan) goes straight back to the state.
-                return self.handle(Happened::RoundDone { chase });
+                // every time and needs no chase. The round's own bookkeeping (next rescan)
+                // goes straight back to the state.
+                return Step::Then(Happened::RoundDone { chase: self.tree.chase(sent) });
             }
             Action::EmitStopping { reason, grace_ms } => {
-                crate::info!("{}: stop ({reason}), grace {grace_ms} ms", self.state.phase().name());
+                crate::log::info!("{}: stop ({reason}), grace {grace_ms} ms", self.state.phase().name());
                 self.events.emit(Event::Stopping { reason, grace_ms });
             }
             Action::EmitStopped { signal } => {
-                crate::info!("provider {} stopped ({})", self.provider.pid, signals::name(signal));
+                crate::log::info!("provider {} stopped ({})", self.provider.pid, signals::name(signal));
                 self.events.emit(Event::Stopped { pid: self.provider.pid, signal: signals::name(signal) });
             }
             Action::EmitContinued => {
-                crate::info!("provider {} continued", self.provider.pid);
+                crate::log::info!("provider {} continued", self.provider.pid);
                 self.events.emit(Event::Continued { pid: self.provider.pid });
             }
-            Action::TakeTerminal => {
-                let fg = self.foreground();
-                if let Some(tty) = self.tty_fd().filter(|_| fg.is_some_and(|pg| self.is_the_trees_group(pg))) {
-                    if let Err(e) = sys::tcsetpgrp(tty, sys::getpgrp()) {
-                        crate::debug!("taking the terminal back failed: {e}");
-                    }
-                }
-            }
-            Action::GiveTerminal => {
-                // guardian keeps SIGTTOU blocked, so the kernel would let it set the foreground
-                // even from the background: it hands over only what its own group holds.
-                match self.tty_fd().map(|t| (t, sys::tcgetpgrp(t))) {
-                    Some((tty, Ok(pg))) if pg == sys::getpgrp() => {
-                        if let Err(e) = sys::tcsetpgrp(tty, self.provider_pgid) {
-                            crate::debug!("handing the terminal to the provider's group failed: {e}");
-                        }
-                    }
-                    Some((_, fg)) => crate::debug!("the terminal is not guardian's to hand over (foreground {fg:?})"),
-                    None => {}
-                }
-            }
+            Action::TakeTerminal => self.tty.iter().for_each(Tty::take_back),
+            // guardian keeps SIGTTOU blocked, so the kernel would let it set the foreground
+            // even from the background: it hands over only what its own group holds.
+            Action::GiveTerminal => self.tty.iter().for_each(Tty::hand_over),
             Action::ContinueProviderGroup => {
                 if let Err(e) = self.provider.signal_group(libc::SIGCONT) {
-                    crate::debug!("SIGCONT to the provider's group failed: {e}");
+                    crate::log::debug!("SIGCONT to the provider's group failed: {e}");
                 }
             }
             Action::SuspendSelf(sig) => {
-                crate::debug!("stopping guardian's process group with {} (job control)", signals::name(sig));
+                crate::log::debug!("stopping guardian's process group with {} (job control)", signals::name(sig));
                 // Everything said so far reaches the reader before the shell sees the stop.
                 self.events.flush();
                 match sys::stop_own_group(sig) {
                     Ok(true) => {} // continued: the SIGCONT waits on the signalfd
                     Ok(false) => {
-                        crate::debug!("the kernel did not stop guardian (orphaned group or ignored signal)");
-                        return self.handle(Happened::SuspendRefused);
+                        crate::log::debug!("the kernel did not stop guardian (orphaned group or ignored signal)");
+                        return Step::Then(Happened::SuspendRefused);
                     }
                     Err(e) => {
-                        crate::warn!("stopping guardian for job control failed: {e}");
-                        return self.handle(Happened::SuspendRefused);
+                        crate::log::warn!("stopping guardian for job control failed: {e}");
+                        return Step::Then(Happened::SuspendRefused);
                     }
                 }
             }
-            Action::Release { code } => return Some(Ok(self.release(code))),
-            Action::Abandon => return Some(Err(self.abandon())),
+            Action::Release { code } => return Step::Done(Ok(self.release(code))),
+            Action::Abandon => return Step::Done(Err(self.abandon())),
         }
-        None
-    }
-
-    fn tty_fd(&self) -> Option<std::os::fd::RawFd> {
-        self.tty.as_ref().map(|t| t.as_raw_fd())
-    }
-
-    /// Whether the terminal's foreground group `pg` belongs to the provider's tree: the
-    /// provider's group, or a group whose leader is alive and descends from guardian (a job the
-    /// provider started, such as an interactive shell's foreground command). A group whose
-    /// leader is gone is not taken: it may be the shell's own job (`true | cmd` loses its
-    /// leader at once), and the shell's group is never the tree's.
-    fn is_the_trees_group(&self, pg: i32) -> bool {
-        let me = std::process::id() as i32;
-        if pg == self.provider_pgid {
-            return true;
-        }
-        if pg <= 0 || pg == sys::getpgrp() {
-            return false;
-        }
-        let ppid = |pid: i32| {
-            std::fs::read(format!("/proc/{pid}/stat"))
-                .ok()
-                .and_then(|b| crate::proctree::parse_stat(&b))
-                .map(|st| st.ppid)
-        };
-        let Some(mut parent) = ppid(pg) else { return false };
-        // Up the ancestry (bounded: a pid chain is finite, but /proc can change under us).
-        for _ in 0..4096 {
-            match parent {
-                p if p == me => return true,
-                p if p <= 1 => return false,
-                p => match ppid(p) {
-                    Some(next) => parent = next,
-                    None => return false,
-                },
-            }
-        }
-        false
-    }
-
-    /// The terminal's foreground process group, if guardian has a controlling terminal.
-    fn foreground(&self) -> Option<i32> {
-        sys::tcgetpgrp(self.tty_fd()?).ok()
+        Step::Next
     }
 
     /// Reads at most `SIGNAL_BATCH` signals and hands each to the state machine.
@@ -402,12 +334,12 @@ impl Supervisor {
                 Ok(Some(info)) => info,
                 Ok(None) => return None,
                 Err(e) => {
-                    crate::warn!("reading the signalfd failed: {e}");
+                    crate::log::warn!("reading the signalfd failed: {e}");
                     return None;
                 }
             };
             if self.parent.as_ref().is_some_and(|p| p.is_death_signal(&info)) {
-                crate::info!("parent process died (death signal); tearing the tree down");
+                crate::log::info!("parent process died (death signal); tearing the tree down");
                 // Later reparentings (to a subreaper that then dies) must not fire it again.
                 let _ = sys::set_pdeathsig(0);
                 self.parent = None;
@@ -421,17 +353,20 @@ impl Supervisor {
                 // Our own write to a broken events pipe or stderr: not the owner's signal.
                 libc::SIGPIPE if info.pid == me => continue,
                 sig => {
-                    crate::info!("received {} from pid {}", signals::name(sig), info.pid);
-                    if sig == libc::SIGTERM || sig == self.stop_signal {
+                    crate::log::info!("received {} from pid {}", signals::name(sig), info.pid);
+                    if sig == libc::SIGTERM || sig == self.stop_signal.get() {
                         Happened::StopRequest
+                    } else if crate::sentinel::is_refused_suspend(&info) {
+                        // The sentinel could not stop the job (its group is orphaned).
+                        Happened::SuspendRefused
                     } else if sig == libc::SIGCONT {
-                        let foreground = self.foreground() == Some(sys::getpgrp());
+                        let foreground = self.tty.as_ref().and_then(Tty::foreground) == Some(crate::sentinel::job_pgrp());
                         Happened::Continued { foreground }
-                    } else if info.code == libc::SI_KERNEL && self.provider_pgid == sys::getpgrp() {
+                    } else if info.code == libc::SI_KERNEL && self.provider_pgid == crate::sentinel::job_pgrp() {
                         // The provider shares guardian's process group (guardian's group lives
                         // outside its PID namespace): a key the terminal turned into a signal
                         // (^C, ^\, ^Z) reached the provider as well, directly.
-                        crate::debug!("{} from the terminal: the provider heard it too", signals::name(sig));
+                        crate::log::debug!("{} from the terminal: the provider heard it too", signals::name(sig));
                         continue;
                     } else if signals::is_forwarded(sig) {
                         Happened::Signal(sig)
@@ -447,37 +382,33 @@ impl Supervisor {
         None
     }
 
-    fn forward(&mut self, sig: i32) {
+    fn forward(&mut self, sig: i32, to: Target) {
         if self.state.provider_exited() {
-            crate::debug!("{} not forwarded: the provider has exited", signals::name(sig));
+            crate::log::debug!("{} not forwarded: the provider has exited", signals::name(sig));
             return;
         }
-        let (target, res) = match self.forward_to {
-            ForwardTo::Provider => ("provider", self.provider.signal(sig)),
-            ForwardTo::Group => ("group", self.provider.signal_group(sig)),
+        self.signal_provider(sig, to, "forwarded", false);
+    }
+
+    /// Sends `sig` to the provider or its group (`cont`: the stop signal, followed by SIGCONT),
+    /// with a `signal` event if it was delivered; a provider guardian may not signal is named.
+    fn signal_provider(&mut self, sig: i32, to: Target, reason: &str, cont: bool) {
+        if self.state.provider_exited() {
+            return;
+        }
+        let p = &self.provider;
+        let send = |s: i32| match to {
+            Target::Provider => p.signal(s),
+            Target::Group => p.signal_group(s),
         };
-        // Only what was delivered is reported; a provider guardian may not signal is named.
+        let res = if cont { pidref::and_cont(send, sig) } else { send(sig) };
         if !self.tree.provider_signalled(self.provider.pid, sig, &res) {
             return;
         }
-        self.emit_provider_signal(sig, target, "forwarded");
-    }
-
-    /// Sends `sig` to the provider (per --forward-to; SIGKILL to the provider alone) on
-    /// guardian's own initiative, with a `signal` event.
-    fn signal_provider(&mut self, sig: i32, reason: &str) {
-        if self.state.provider_exited() {
-            return;
-        }
-        let target = self.provider_target(sig);
-        let res = self.send_provider_quietly(sig);
-        if !self.tree.provider_signalled(self.provider.pid, sig, &res) {
-            return;
-        }
-        self.emit_provider_signal(sig, target, reason);
-    }
-
-    fn emit_provider_signal(&mut self, sig: i32, target: &'static str, reason: &str) {
+        let target = match to {
+            Target::Provider => "provider",
+            Target::Group => "group",
+        };
         self.events.emit(Event::Signal(Signal {
             signal: signals::name(sig),
             target,
@@ -486,28 +417,6 @@ impl Supervisor {
             pids: None,
             reason: reason.into(),
         }));
-    }
-
-    /// Where guardian's own signals to the provider go: its group only with `--forward-to
-    /// group` and when no round reaches the descendants (blind mode); otherwise the group's
-    /// other members hear the stop signal once each, from `Tree::stop_group` (an owner's stop
-    /// request) or from the rounds, and a copy through the group would be a second one.
-    fn provider_target(&self, sig: i32) -> &'static str {
-        let group = self.forward_to == ForwardTo::Group && !self.tree.rounds_reach_descendants();
-        match (group, sig) {
-            (false, _) | (_, libc::SIGKILL) => "provider",
-            (true, _) => "group",
-        }
-    }
-
-    fn send_provider_quietly(&self, sig: i32) -> std::io::Result<()> {
-        if self.state.provider_exited() {
-            return Ok(());
-        }
-        match self.provider_target(sig) {
-            "group" => self.provider.signal_group(sig),
-            _ => self.provider.signal(sig),
-        }
     }
 
     /// Reaps until nothing is ready; reads the leaf's `cgroup.events` when it signalled or
@@ -525,7 +434,7 @@ impl Supervisor {
                     provider = Some(status);
                 }
                 Ok((Reaped::Child(pid, _), _)) => {
-                    crate::debug!("reaped descendant {pid}");
+                    crate::log::debug!("reaped descendant {pid}");
                     self.tree.reaped(pid);
                     descendants += 1;
                 }
@@ -535,7 +444,7 @@ impl Supervisor {
                     break;
                 }
                 Err(e) => {
-                    crate::warn!("wait4() failed: {e}");
+                    crate::log::warn!("wait4() failed: {e}");
                     break;
                 }
             }
@@ -556,9 +465,9 @@ impl Supervisor {
         }
         match sys::wait_job_change(self.provider.pid) {
             Ok(Some(JobChange::Stopped(signal))) => {
-                let foreground = match self.foreground() {
+                let foreground = match self.tty.as_ref().and_then(Tty::foreground) {
                     Some(pg) if pg == self.provider_pgid => Foreground::Provider,
-                    Some(pg) if pg == sys::getpgrp() => Foreground::Guardian,
+                    Some(pg) if pg == crate::sentinel::job_pgrp() => Foreground::Guardian,
                     _ => Foreground::Other,
                 };
                 Some(Happened::ProviderStopped { signal, foreground })
@@ -566,7 +475,7 @@ impl Supervisor {
             Ok(Some(JobChange::Continued)) => Some(Happened::ProviderContinued),
             Ok(None) => None,
             Err(e) => {
-                crate::debug!("waitid(WSTOPPED) on the provider failed: {e}");
+                crate::log::debug!("waitid(WSTOPPED) on the provider failed: {e}");
                 None
             }
         }
@@ -578,12 +487,12 @@ impl Supervisor {
         match leaf.populated() {
             Ok(populated) => {
                 if !populated && !self.state.leaf_empty() {
-                    crate::debug!("{}: populated 0", leaf.path.display());
+                    crate::log::debug!("{}: populated 0", leaf.path.display());
                 }
                 Some(!populated)
             }
             Err(e) => {
-                crate::debug!("reading {}/cgroup.events failed: {e}", leaf.path.display());
+                crate::log::debug!("reading {}/cgroup.events failed: {e}", leaf.path.display());
                 None
             }
         }
@@ -592,7 +501,7 @@ impl Supervisor {
     fn on_provider_exit(&mut self, status: WaitStatus) {
         self.provider.mark_reaped();
         let sig = status.signal();
-        crate::info!(
+        crate::log::info!(
             "provider {} exited ({})",
             self.provider.pid,
             match sig {
@@ -608,21 +517,6 @@ impl Supervisor {
         });
     }
 
-    /// The bounded `getppid()` check, when the parent's pidfd could not be opened.
-    fn parent_poll_says_dead(&mut self) -> bool {
-        let now = sys::monotonic();
-        let Some(ParentWatch::Poll { ppid, next }) = &mut self.parent else { return false };
-        if now < *next {
-            return false;
-        }
-        if rustix::process::getppid().map(|p| p.as_raw_nonzero().get()) != Some(*ppid) {
-            self.parent = None;
-            return true;
-        }
-        *next = now + PARENT_POLL;
-        false
-    }
-
     /// One signalling round over the descendants: the stop signal, or SIGKILL. The provider,
     /// while unreaped, is left to its own handle. Returns how many processes it signalled.
     fn round(&mut self, kill: bool, outside_leaf: bool) -> usize {
@@ -632,8 +526,17 @@ impl Supervisor {
         // leaf cannot show: descendants that moved out of it (once it is empty, and at the
         // SIGKILL deadline). Without one, every round scans.
         let scan = self.tree.leaf.is_none() || outside_leaf;
-        self.tree.round(phase, self.stop_signal, provider, reason, scan, &mut self.events)
+        self.tree.round(phase, provider, reason, scan, &mut self.events)
     }
+}
+
+/// What carrying out one action leaves for the loop.
+enum Step {
+    Next,
+    /// Feed this to the state machine (its actions run next).
+    Then(Happened),
+    /// Released or abandoned: the loop's outcome.
+    Done(Outcome),
 }
 
 /// At most the signalfd, the provider's pidfd, the parent's pidfd, the events fd and the

@@ -11,7 +11,7 @@
 use std::time::Duration;
 
 use crate::exit;
-use crate::sys::WaitStatus;
+use crate::status::WaitStatus;
 
 /// How long to keep waiting for ECHILD after SIGKILL, and after the last progress (a
 /// descendant killed or reaped), before giving up honestly (exit 125, an `error` event
@@ -22,27 +22,6 @@ pub const MIN_ABANDON_WAIT: Duration = Duration::from_secs(5);
 /// First and largest interval between rescans while descendants are being stopped.
 pub const RESCAN_FIRST: Duration = Duration::from_millis(10);
 pub const RESCAN_MAX: Duration = Duration::from_millis(250);
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum StopReason {
-    /// SIGTERM or the configured stop signal (the owner's shutdown request).
-    Signal,
-    Timeout,
-    ParentDied,
-    /// The provider exited on its own.
-    ProviderExit,
-}
-
-impl StopReason {
-    pub fn name(self) -> &'static str {
-        match self {
-            StopReason::Signal => "signal",
-            StopReason::Timeout => "timeout",
-            StopReason::ParentDied => "parent-died",
-            StopReason::ProviderExit => "exit",
-        }
-    }
-}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Phase {
@@ -91,28 +70,16 @@ impl Phase {
     }
 }
 
-/// Who owns the foreground of guardian's controlling terminal (`/dev/tty`, whatever fds 0-2
-/// are), as far as guardian is concerned.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Terminal {
-    /// guardian has no controlling terminal: it never touches one.
-    None,
-    /// guardian's own group may hold it (guardian never handed it over, or took it back).
-    Guardian,
-    /// guardian handed it to the provider's group: taken back at the provider's stop or exit.
-    Provider,
-}
-
-/// Which process group holds the terminal's foreground when the provider stopped.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Foreground {
-    Provider,
-    Guardian,
-    /// Another group (guardian runs in the background), or no terminal at all.
-    Other,
-}
-
 pub struct Config {
+    /// `--forward-to`: where forwarded signals go.
+    pub forward_to: Target,
+    /// Rounds reach every descendant (not blind mode): guardian's own stop signal then goes to
+    /// the provider alone, since the group's other members hear it from the rounds.
+    pub rounds_reach_descendants: bool,
+    /// As PID 1 without the namespace's own `/proc`: the first stop round is one `kill(-1)`,
+    /// which reaches the unreaped provider too, so guardian's own stop (a timeout, parent
+    /// death) sends it nothing apart (it would hear the stop signal twice).
+    pub stop_round_reaches_provider: bool,
     pub grace: Duration,
     pub timeout: Option<Duration>,
     pub wait_descendants: bool,
@@ -126,93 +93,6 @@ pub struct Config {
     /// gets it only when it reads or sets the terminal: the terminal may be a driver's that
     /// shares guardian's group.
     pub stdin_terminal: bool,
-}
-
-/// What the loop observed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Happened {
-    /// SIGTERM or the configured stop signal.
-    StopRequest,
-    /// Any other signal that is passed on to the provider.
-    Signal(i32),
-    /// SIGCONT reached guardian; `foreground`: guardian's group now holds the terminal.
-    Continued {
-        foreground: bool,
-    },
-    ParentDied,
-    /// One reap pass: the provider's status if it was reaped now, how many descendants were
-    /// reaped, whether `waitpid` ended with ECHILD, and the leaf's `populated` state if read
-    /// (`Some(true)`: `populated 0`).
-    Reaped {
-        provider: Option<WaitStatus>,
-        descendants: u64,
-        echild: bool,
-        leaf_empty: Option<bool>,
-    },
-    /// `waitid(WSTOPPED)` saw the provider stop with `signal`.
-    ProviderStopped {
-        signal: i32,
-        foreground: Foreground,
-    },
-    /// `waitid(WCONTINUED)` saw the provider continue.
-    ProviderContinued,
-    /// guardian's own stop did not happen (its group is orphaned, or the signal is ignored):
-    /// there is no job control to hand the stop to.
-    SuspendRefused,
-    /// A round ran; `chase`: it signalled newcomers found by a /proc scan, so the next
-    /// round runs at once.
-    RoundDone {
-        chase: bool,
-    },
-    /// Time passed: deadlines are checked.
-    Tick,
-}
-
-/// What the loop must do.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Action {
-    /// Pass a received signal on to the provider (per `--forward-to`).
-    Forward(i32),
-    /// The stop signal to the provider (per `--forward-to`), then SIGCONT; `reason` names it
-    /// in the `signal` event.
-    StopProvider {
-        reason: &'static str,
-    },
-    /// SIGKILL to the provider, if it lives.
-    KillProvider,
-    /// A round over the descendants: the stop signal (then SIGCONT), or SIGKILL; with a leaf,
-    /// `outside_leaf` also scans /proc for descendants that left it.
-    Round {
-        kill: bool,
-        outside_leaf: bool,
-    },
-    /// The `stopping` event.
-    EmitStopping {
-        reason: &'static str,
-        grace_ms: u64,
-    },
-    /// The `stopped` / `continued` events about the provider.
-    EmitStopped {
-        signal: i32,
-    },
-    EmitContinued,
-    /// The terminal's foreground back to guardian's group, if the provider's group holds it.
-    TakeTerminal,
-    /// The terminal's foreground to the provider's group, if guardian's group holds it (the
-    /// loop checks: guardian never sets the foreground from the background).
-    GiveTerminal,
-    /// SIGCONT to the provider's process group (what the shell's `fg`/`bg` would have sent).
-    ContinueProviderGroup,
-    /// Stop guardian's process group with this signal (job control: the shell's job is that
-    /// group, guardian's parent included when guardian does not lead it); report
-    /// `SuspendRefused` if the kernel did not stop guardian.
-    SuspendSelf(i32),
-    /// Emit `released`, remove the leaf, close events; exit with `code`.
-    Release {
-        code: i32,
-    },
-    /// Descendants remain that cannot be reached: emit `error`, exit 125.
-    Abandon,
 }
 
 struct Rescan {
@@ -276,7 +156,7 @@ impl State {
         }
         match what {
             Happened::StopRequest => self.stop_request(now, &mut out),
-            Happened::Signal(sig) => out.push(Action::Forward(sig)),
+            Happened::Signal(sig) => out.push(Action::Forward(sig, self.cfg.forward_to)),
             Happened::Continued { foreground } => self.continued(foreground, &mut out),
             Happened::ParentDied => self.begin_stop(StopReason::ParentDied, now, &mut out),
             Happened::Reaped { provider, descendants, echild, leaf_empty } => {
@@ -377,16 +257,30 @@ impl State {
         // The owner's request is passed on (as the stop signal); the provider may stop its own
         // children in order. A timeout or parent death is guardian's own decision: the whole
         // tree hears it now.
-        let tag = match reason {
-            StopReason::Signal => "forwarded",
-            other => other.name(),
-        };
-        out.push(Action::StopProvider { reason: tag });
+        self.stop_provider(reason, out);
         if group_stopped {
             out.push(Action::ContinueProviderGroup);
         }
         if reason != StopReason::Signal {
             self.start_rounds(now, out);
+        }
+    }
+
+    /// guardian's stop signal to the provider, where it goes, and who else hears it now.
+    fn stop_provider(&mut self, reason: StopReason, out: &mut Vec<Action>) {
+        let owner = reason == StopReason::Signal;
+        // As PID 1 without the namespace's own /proc, a timeout's or parent death's round is
+        // one kill(-1), which reaches the provider too: it hears the stop signal there, once.
+        if !owner && self.cfg.stop_round_reaches_provider {
+            return;
+        }
+        // Its group only when no round reaches the descendants (blind mode); otherwise the
+        // group's other members hear it once each, from the members' stop or from the rounds,
+        // and a copy through the group would be a second one.
+        let group = self.cfg.forward_to == Target::Group && !self.cfg.rounds_reach_descendants;
+        out.push(Action::StopProvider { reason, to: if group { Target::Group } else { Target::Provider } });
+        if owner && self.cfg.forward_to == Target::Group {
+            out.push(Action::StopGroupMembers);
         }
     }
 
@@ -410,9 +304,9 @@ impl State {
                 if foreground && self.cfg.stdin_terminal {
                     self.give_terminal(out);
                 }
-                out.push(Action::Forward(libc::SIGCONT));
+                out.push(Action::Forward(libc::SIGCONT, self.cfg.forward_to));
             }
-            _ => out.push(Action::Forward(libc::SIGCONT)),
+            _ => out.push(Action::Forward(libc::SIGCONT, self.cfg.forward_to)),
         }
     }
 
@@ -587,6 +481,9 @@ impl State {
         out.push(Action::Release { code });
     }
 }
+
+mod vocab;
+pub use vocab::{Action, Foreground, Happened, StopReason, Target, Terminal};
 
 #[cfg(test)]
 mod tests;

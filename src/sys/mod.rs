@@ -13,6 +13,8 @@
 //! * `terminal`: the controlling terminal's foreground process group.
 //! * `fd`: fds inherited from the caller, and writes that never block.
 //! * `memory`: handing start-up's heap and stack pages back.
+//! * `start`: the entry point (the C `main`, defined where `main.rs` invokes `entry_point!`).
+//! * `sentinel`: `fork` into Rust code, `sigqueue`, and dying of a child's signal.
 //!
 //! Every wrapper returns `io::Result` with the kernel's errno; callers name the syscall in
 //! their messages. Every block of `unsafe` carries a `// SAFETY:` note, and every `unsafe fn`
@@ -22,7 +24,10 @@ mod fd;
 mod memory;
 mod pidfd;
 mod process;
+mod sentinel;
 mod signal;
+#[cfg_attr(test, allow(dead_code, unused_imports, unused_macros))]
+pub mod start;
 mod terminal;
 mod wait;
 
@@ -38,16 +43,15 @@ pub use process::{
     CLONE_NEWCGROUP, Child, ExecPlan, Start, set_pdeathsig, spawn_child, spawn_parked_child, unset_env,
     vars_with_prefix,
 };
+pub use sentinel::{Forked, die_of, fork, queue_signal};
 pub use signal::{
     Disposition, SigInfo, SigSet, disposition, is_ignored, read_signalfd, set_default_disposition, set_sigmask,
     signalfd, stop_own_group,
 };
 pub use terminal::{
-    getpgrp, is_controlling_terminal, isatty, open_controlling_terminal, setpgid, tcgetpgrp, tcsetpgrp,
+    getpgrp, in_foreground, is_controlling_terminal, isatty, open_controlling_terminal, setpgid, tcgetpgrp, tcsetpgrp,
 };
-pub use wait::{
-    JobChange, Reaped, Usage, WaitStatus, child_exited, children_usage, reap_blocking, reap_one, wait_job_change,
-};
+pub use wait::{JobChange, Reaped, Usage, child_exited, children_usage, reap_blocking, reap_one, wait_job_change};
 
 #[cfg(not(target_os = "linux"))]
 compile_error!("guardian supports Linux only (it relies on pidfds, signalfd and subreapers)");

@@ -139,7 +139,7 @@ unsafe fn start(how: Start<'_>) -> io::Result<Forked> {
 /// another thread. guardian starts no threads; this is the tripwire for a change that would.
 /// Counted in `/proc/self/task`; where that cannot be read (no /proc for guardian's PID
 /// namespace) the construction alone has to hold.
-fn single_threaded() -> io::Result<()> {
+pub(super) fn single_threaded() -> io::Result<()> {
     use rustix::fs::{Mode, OFlags, RawDir};
     let Ok(dir) =
         rustix::fs::open("/proc/self/task", OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())

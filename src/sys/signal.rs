@@ -15,7 +15,7 @@ pub(super) const KERNEL_SIGSET_SIZE: usize = 8;
 /// to the raw `rt_sigprocmask`, `rt_sigaction` and `signalfd4` syscalls. Not the C library's
 /// `sigset_t`: its `sigaddset` and `pthread_sigmask` refuse or silently drop the numbers the
 /// library reserves below `SIGRTMIN` (32-33 with glibc, 32-34 with musl), and guardian must
-/// block and read those too (see `signals::handled`).
+/// block and read those too (see `signal_step::handled`).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct SigSet(pub(super) u64);
 
@@ -101,7 +101,7 @@ pub fn is_ignored(sig: i32) -> bool {
 
 /// Sets `sig`'s disposition to `SIG_DFL`: for SIGCHLD, which must not be ignored by a reaper
 /// (or the kernel reaps children behind guardian's back), for an ignored stop signal, and for
-/// any handler found at start-up (see `signals::setup`).
+/// any handler found at start-up (see `signal_step::setup`).
 pub fn set_default_disposition(sig: i32) -> io::Result<()> {
     let act = KernelSigaction { handler: libc::SIG_DFL, flags: 0, restorer: 0, mask: 0 };
     // SAFETY: installs SIG_DFL with an empty mask from a live struct of the kernel's layout;

@@ -5,42 +5,76 @@
 //! * kept: fds 0-2 that are closed are opened on `/dev/null` (so no fd guardian opens later
 //!   takes their number and receives its log lines), and SIGPIPE is ignored (a reader that
 //!   went away makes writes fail with EPIPE instead of ending guardian; the provider gets the
-//!   default action back, `signals::handled`);
+//!   default action back, `signal_step::handled`);
 //! * left out: the SIGSEGV/SIGBUS stack-overflow handlers on an alternate signal stack (an
 //!   mmap, an mprotect, three sigaltstack calls, four rt_sigaction calls and a munmap at exit),
 //!   which guardian used to reset to `SIG_DFL` right away with four more (it runs no handler at
-//!   all, see `signals::setup`); and the main thread's name (a panic message says
+//!   all, see `signal_step::setup`); and the main thread's name (a panic message says
 //!   `<unnamed>` instead of `main`).
 //!
-//! Declared by `main.rs` rather than `sys/mod.rs`: xtask includes `sys/mod.rs`, and must not
-//! get a second `main`.
+//! The C `main` is defined where `main.rs` invokes [`entry_point!`] with guardian's
+//! `run_main`: this module names nothing above `sys` (the call runs downward, from `main.rs`),
+//! and a build that does not invoke it (the unit tests) gets no second `main`.
 
 use std::ffi::{CStr, OsStr, c_char, c_int};
 use std::os::unix::ffi::OsStrExt;
 
-/// The process's entry point: `argc`/`argv` as the kernel laid them out at exec.
-#[unsafe(no_mangle)]
-extern "C" fn main(argc: c_int, argv: *const *const c_char) -> c_int {
+/// Defines the process's entry point, the C `main` the C library's start code calls with
+/// `argc`/`argv` as the kernel laid them out at exec: it prepares the process ([`args`]) and
+/// hands the arguments to `$run`, which never returns.
+macro_rules! entry_point {
+    ($run:path) => {
+        #[allow(unsafe_code)]
+        #[unsafe(no_mangle)]
+        extern "C" fn main(argc: std::ffi::c_int, argv: *const *const std::ffi::c_char) -> std::ffi::c_int {
+            // SAFETY: `argc` and `argv` are the C library's, passed on unchanged: `argc`
+            // pointers to NUL-terminated strings that live as long as the process.
+            $run(unsafe { $crate::sys::start::args(argc, argv) })
+        }
+    };
+}
+pub(crate) use entry_point;
+
+/// What the Rust runtime would have done before `main` (closed fds 0-2 on `/dev/null`,
+/// SIGPIPE ignored), then the arguments, borrowed, not copied: the parser copies only what it
+/// keeps (a heap allocation freed at once costs an mmap and a munmap with musl's allocator).
+///
+/// # Safety
+/// `argv` holds `argc` pointers, each null or to a NUL-terminated string that lives as long as
+/// the process (the kernel's, at the top of the main thread's stack).
+pub unsafe fn args(argc: c_int, argv: *const *const c_char) -> Args {
     standard_fds();
     // SAFETY: sets SIGPIPE's disposition to SIG_IGN; no handler code is involved.
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_IGN);
     }
-    let args = (0..usize::try_from(argc).unwrap_or(0)).filter_map(|i| {
-        // SAFETY: the kernel passes `argc` pointers in `argv`, each to a NUL-terminated string
-        // that lives as long as the process (at the top of the main thread's stack).
-        let arg = unsafe {
-            let arg = *argv.add(i);
-            if arg.is_null() {
-                return None;
+    Args { argv, next: 0, argc: usize::try_from(argc).unwrap_or(0) }
+}
+
+/// The process's arguments, as `&'static OsStr`s over the kernel's `argv`.
+pub struct Args {
+    argv: *const *const c_char,
+    next: usize,
+    argc: usize,
+}
+
+impl Iterator for Args {
+    type Item = &'static OsStr;
+
+    fn next(&mut self) -> Option<&'static OsStr> {
+        while self.next < self.argc {
+            // SAFETY: `args`'s contract: `next < argc` indexes one of the `argc` pointers,
+            // each null (skipped) or to a NUL-terminated string that lives as long as the
+            // process.
+            let arg = unsafe { *self.argv.add(self.next) };
+            self.next += 1;
+            if !arg.is_null() {
+                // SAFETY: as above, a NUL-terminated string that lives as long as the process.
+                return Some(OsStr::from_bytes(unsafe { CStr::from_ptr(arg) }.to_bytes()));
             }
-            CStr::from_ptr(arg)
-        };
-        // Borrowed, not copied: the parser copies only what it keeps (a heap allocation freed
-        // at once costs an mmap and a munmap with musl's allocator).
-        Some(OsStr::from_bytes(arg.to_bytes()))
-    });
-    crate::run_main(args)
+        }
+        None
+    }
 }
 
 /// As the Rust runtime does: a closed fd 0, 1 or 2 is opened on `/dev/null` (one `poll` tells

@@ -61,3 +61,17 @@ pub fn open_controlling_terminal() -> io::Result<Option<OwnedFd>> {
 pub fn is_controlling_terminal(fd: BorrowedFd<'_>) -> bool {
     tcgetpgrp(fd.as_raw_fd()).is_ok()
 }
+
+/// Whether the caller's process group is the foreground of its controlling terminal `fd`,
+/// asked by a zero-length `read`: the kernel's job-control check answers EIO to a background
+/// reader that blocks or ignores SIGTTIN (guardian blocks it), and lets a foreground one
+/// through to read nothing. No input is consumed and nothing blocks. It works where
+/// `tcgetpgrp` cannot answer: when the foreground group and the caller's both lie outside
+/// the caller's PID namespace, both read as 0.
+pub fn in_foreground(fd: BorrowedFd<'_>) -> io::Result<bool> {
+    match rustix::io::read(fd, &mut [0u8; 0]) {
+        Ok(_) => Ok(true),
+        Err(rustix::io::Errno::IO) => Ok(false),
+        Err(e) => Err(e.into()),
+    }
+}

@@ -10,21 +10,7 @@ use std::time::Duration;
 use rustix::io::Errno;
 use rustix::process::{Pid, WaitId, WaitIdOptions, WaitOptions};
 
-/// Raw wait status as returned by `waitpid`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct WaitStatus(pub i32);
-
-impl WaitStatus {
-    pub fn exit_code(self) -> Option<i32> {
-        libc::WIFEXITED(self.0).then(|| libc::WEXITSTATUS(self.0))
-    }
-    pub fn signal(self) -> Option<i32> {
-        libc::WIFSIGNALED(self.0).then(|| libc::WTERMSIG(self.0))
-    }
-    pub fn core_dumped(self) -> bool {
-        libc::WIFSIGNALED(self.0) && libc::WCOREDUMP(self.0)
-    }
-}
+use crate::status::WaitStatus;
 
 /// Outcome of one non-blocking `waitpid(-1)`.
 pub enum Reaped {

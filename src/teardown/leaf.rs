@@ -9,9 +9,10 @@ use crate::cgroup::Killed;
 use crate::events::{Event, Events, Signal};
 use crate::pidref::PidRef;
 use crate::proctree::Stat;
-use crate::{spawn, sys};
+use crate::sys;
 
-use super::{Phase, Round, STOPPED_REREAD, Tree};
+use super::plan::{self, LeafKilled};
+use super::{Phase, Round, Tree};
 
 impl Tree {
     /// The leaf's part of a round: the stop signal to each verified member, or `cgroup.kill`.
@@ -20,7 +21,7 @@ impl Tree {
             Some(leaf) if !leaf.is_removed() => {}
             _ => return 0,
         }
-        match r.phase {
+        match r.phase() {
             Phase::Kill => self.leaf_kill(r, events),
             Phase::Stop => self.leaf_stop(r, events),
         }
@@ -35,20 +36,20 @@ impl Tree {
         let members = leaf.members();
         let sent = match leaf.kill(self.proc.as_mut()) {
             Ok(Killed::KillFile) => {
-                if !self.leaf_kill_reported {
-                    crate::debug!("wrote 1 to {}/cgroup.kill ({} members)", leaf.path.display(), members.len());
+                if !self.leaf_rounds.kill_reported {
+                    crate::log::debug!("wrote 1 to {}/cgroup.kill ({} members)", leaf.path.display(), members.len());
                 }
                 members
             }
             Ok(Killed::FreezeAndKill(pids)) => {
-                if !self.leaf_kill_reported {
+                if !self.leaf_rounds.kill_reported {
                     let e = std::io::Error::from_raw_os_error(libc::ENOENT);
-                    spawn::fallback(events, "cgroup.kill", &e, "freezing the leaf, SIGKILLing each member, thawing it");
+                    events.fallback("cgroup.kill", &e, "freezing the leaf, SIGKILLing each member, thawing it");
                 }
                 pids
             }
             Err(e) => {
-                crate::warn!(
+                crate::log::warn!(
                     "writing {}/cgroup.kill failed: {e} ({})",
                     leaf.path.display(),
                     crate::errno::name(e.raw_os_error().unwrap_or(0))
@@ -58,8 +59,8 @@ impl Tree {
         };
         // Later rounds write cgroup.kill again (cheap, and it covers anything that joined the
         // leaf since); members still dying are listed again, so only newcomers are counted.
-        let new: Vec<i32> = sent.iter().copied().filter(|p| !self.leaf_killed.contains(p)).collect();
-        if !self.leaf_kill_reported || !new.is_empty() {
+        let new: Vec<i32> = sent.iter().copied().filter(|p| !self.leaf_rounds.killed_ever.contains(p)).collect();
+        if !self.leaf_rounds.kill_reported || !new.is_empty() {
             events.emit(Event::Signal(Signal {
                 signal: "SIGKILL".into(),
                 target: "cgroup",
@@ -69,23 +70,21 @@ impl Tree {
                 reason: r.reason.into(),
             }));
         }
-        self.leaf_kill_reported = true;
+        self.leaf_rounds.kill_reported = true;
         // `killed` counts descendants: the unreaped provider was a member too, but not one.
-        self.stats.killed += new.iter().filter(|&&p| Some(p) != r.provider).count() as u64;
-        self.leaf_killed.extend(&new);
-        self.leaf_killed_first = new.iter().copied().collect();
-        self.leaf_killed_now = sent.into_iter().collect();
+        self.stats.killed += new.iter().filter(|&&p| Some(p) != r.ask.provider).count() as u64;
+        self.leaf_rounds.killed_ever.extend(&new);
+        self.leaf_rounds.killed = LeafKilled { now: sent.into_iter().collect(), first: new.iter().copied().collect() };
         new.len()
     }
 
     /// The stop signal to every member of the leaf that has not had it, each verified first.
-    /// Looked at every [`STOPPED_REREAD`] at most, as guardian's own signalled children are:
-    /// a member forked after its parent heard the stop signal hears it from a later round.
+    /// Looked at every [`plan::STOPPED_REREAD`] at most ([`plan::leaf_stop_due`]).
     pub(super) fn leaf_stop(&mut self, r: &Round<'_>, events: &mut Events) -> usize {
-        if self.leaf_stopped_at.is_some_and(|t| r.now < t + STOPPED_REREAD) {
+        if !plan::leaf_stop_due(self.leaf_rounds.stopped_at, r.ask.now) {
             return 0;
         }
-        self.leaf_stopped_at = Some(r.now);
+        self.leaf_rounds.stopped_at = Some(r.ask.now);
         let Some(members) = self.leaf.as_ref().map(|l| l.members()) else {
             return 0;
         };
@@ -99,7 +98,7 @@ impl Tree {
         let own: HashSet<i32> = kids.into_iter().collect();
         let mut sent = Vec::new();
         for pid in members {
-            if Some(pid) == r.provider || pid == self.self_pid {
+            if Some(pid) == r.ask.provider || pid == self.self_pid {
                 continue;
             }
             if own.contains(&pid) {
@@ -107,7 +106,7 @@ impl Tree {
                 continue;
             }
             let Some(st) = self.proc.as_mut().and_then(|p| p.stat(pid)) else { continue };
-            if st.is_dead() || self.stopped.get(&pid) == Some(&st.starttime) {
+            if !plan::signals(&st, &r.ask, &mut self.delivered, &self.leaf_rounds.killed) {
                 continue;
             }
             if let Some(handle) = self.open_leaf_member(&st) {
@@ -122,7 +121,12 @@ impl Tree {
     /// A handle on a leaf member only if, after its pidfd exists, the pid still has the start
     /// time seen and sits in the leaf, and the pidfd still names that pid (so the reads were
     /// about the process the pidfd holds).
+    /// Without pidfds that may signal (refused at start or since) there is none: a member that
+    /// is not guardian's child cannot be signalled safely.
     pub(super) fn open_leaf_member(&mut self, seen: &Stat) -> Option<PidRef> {
+        if !self.use_pidfd {
+            return None;
+        }
         let fd = sys::pidfd_open(seen.pid).ok()?;
         let (proc, leaf) = (self.proc.as_mut()?, self.leaf.as_ref()?);
         let same = proc.stat(seen.pid).is_some_and(|now| now.starttime == seen.starttime)

@@ -17,17 +17,22 @@
 //! the pidfd's fdinfo), then the subreaper scan covers descendants that left the leaf. The
 //! kill phase writes `cgroup.kill` instead of signalling members one by one.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::time::Duration;
 
 use crate::cgroup::Leaf;
 use crate::events::{Event, Events, Signal};
-use crate::pidref::PidRef;
+use crate::pidref::{self, PidRef};
 use crate::proctree::{self, Proc, Stat};
-use crate::{signals, spawn, sys};
+use crate::signals::StopSignal;
+use crate::{signals, sys};
 
 mod leaf;
+mod plan;
 mod scan;
+
+pub use plan::Phase;
+use plan::{Ask, Delivered, Finder, LeafKilled, Mode};
 
 /// How guardian finds its descendants.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -53,36 +58,18 @@ impl Discovery {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Phase {
-    /// The stop signal (followed by SIGCONT so stopped processes act on it).
-    Stop,
-    /// SIGKILL.
-    Kill,
-}
-
 /// What one round sends, to whom it does not, and why (for the events).
 struct Round<'r> {
-    phase: Phase,
+    ask: Ask,
     sig: i32,
-    /// Follow the signal with SIGCONT, so stopped processes act on it.
-    cont: bool,
-    /// The provider while unreaped: it has its own handle, rounds skip it.
-    provider: Option<i32>,
     reason: &'r str,
-    /// Only the members of this process group (a stop request with `--forward-to group`).
-    group: Option<i32>,
-    /// When the round started (CLOCK_MONOTONIC).
-    now: Duration,
 }
 
-/// How often a stop round reads again the `children` of a child of guardian that had the stop
-/// signal and still lives. A process acting on the stop signal (dying, or cleaning up) is read
-/// at the round that signals it; what it forks afterwards is a newcomer for a later round, and
-/// every newcomer still gets SIGKILL at the end of the grace. Reading each live child's file at
-/// every rescan (10 ms apart at first) cost more than signalling the whole tree while thousands
-/// were dying.
-const STOPPED_REREAD: Duration = Duration::from_millis(100);
+impl Round<'_> {
+    fn phase(&self) -> Phase {
+        self.ask.phase
+    }
+}
 
 #[derive(Default, Debug)]
 pub struct Stats {
@@ -96,106 +83,91 @@ pub struct Stats {
     pub unkillable: Vec<i32>,
 }
 
+/// The executor of the rounds: it asks the kernel ([`Facts`], `/proc`, `cgroup.procs`), lets
+/// the planner (`plan.rs`) decide, opens pidfds, verifies identity, sends and reports.
 pub struct Tree {
     pub discovery: Discovery,
+    /// The discovery mode's own state.
+    mode: Mode,
     self_pid: i32,
     proc: Option<Proc>,
+    /// pidfds may be opened and signalled through (false once refused).
     use_pidfd: bool,
-    /// Who had the stop signal, and SIGKILL: pid -> start time (a pid names one live process
-    /// at a time, so a newer process under a recycled pid replaces the entry).
-    stopped: HashMap<i32, u64>,
-    killed: HashMap<i32, u64>,
+    stop_signal: StopSignal,
+    delivered: Delivered,
     pub stats: Stats,
-    /// The provider's leaf cgroup (cgroup mode).
+    /// The provider's leaf cgroup (cgroup mode), and its rounds' state.
     pub leaf: Option<Leaf>,
-    /// `cgroup.kill` (or its fallback) was reported already.
-    leaf_kill_reported: bool,
-    /// Members that this round's `cgroup.kill` reached: the scan does not SIGKILL them again.
-    leaf_killed_now: HashSet<i32>,
+    leaf_rounds: LeafRounds,
     /// How many children guardian had at the last read of its own `children` file, less
     /// those reaped since (what the supervise loop paces its reaping by).
     children_hint: usize,
-    /// Members that this round's `cgroup.kill` reached for the first time.
-    leaf_killed_first: HashSet<i32>,
+}
+
+/// The leaf's part of the rounds.
+#[derive(Default)]
+struct LeafRounds {
+    /// `cgroup.kill` (or its fallback) was reported already.
+    kill_reported: bool,
+    /// Members that this round's `cgroup.kill` reached (for the first time: `first`).
+    killed: LeafKilled,
     /// When the leaf's members were last given the stop signal.
-    leaf_stopped_at: Option<Duration>,
+    stopped_at: Option<Duration>,
     /// Every member any `cgroup.kill` reached, counted once in `stats.killed`.
-    leaf_killed: HashSet<i32>,
-    /// The pids of the previous round's `/proc` listing: any other pid is a newcomer.
-    /// Rounds walk the `children` files instead of listing all of `/proc`.
-    /// Decided at the first round that scans (start-up does not pay for a tree it may never
-    /// have): `None` until then.
-    walk: Option<bool>,
-    listed: HashSet<i32>,
-    /// The descendants the previous round's scan found, with their start times.
-    known: HashMap<i32, u64>,
-    /// Broadcast mode without a `/proc` of the namespace: the stop signal's `kill(-1)` was sent.
-    namespace_stopped: bool,
-    /// guardian's own children that a walk SIGKILLed before reading their `children` files,
-    /// until guardian reaps them (their pids are pinned until then): they cannot fork any
-    /// more and their children were read after the kill, so later kill rounds skip them.
-    killed_children: HashSet<i32>,
-    /// guardian's own children that had the stop signal, until guardian reaps them, with
-    /// when their `children` file was last read.
-    stopped_children: HashMap<i32, Duration>,
-    /// The last round signalled a process whose children were read before the signal (or
-    /// one of guardian's children exited before its `children` file was read): the next round
-    /// follows at once.
-    chase: bool,
-    /// The last round signalled a deeper descendant: the next one reads the `children` of
-    /// every child of guardian, however recently they were read ([`STOPPED_REREAD`]).
-    reread_children: bool,
+    killed_ever: HashSet<i32>,
 }
 
 impl Tree {
     /// `proc` is used in scan mode, and in broadcast mode when it is the namespace's own.
-    pub fn new(discovery: Discovery, proc: Option<Proc>, leaf: Option<Leaf>) -> Tree {
-        let proc = match discovery {
-            Discovery::Scan => proc,
-            Discovery::Broadcast => proc.and_then(|mut p| p.is_own_namespace().then_some(p)),
-            Discovery::Blind => None,
+    /// `pidfds`: the start-up probe found `pidfd_send_signal` usable.
+    pub fn new(
+        discovery: Discovery,
+        proc: Option<Proc>,
+        leaf: Option<Leaf>,
+        stop_signal: StopSignal,
+        pidfds: bool,
+    ) -> Tree {
+        let (proc, mode) = match discovery {
+            Discovery::Scan => (proc, Mode::Scan { finder: Finder::Undecided }),
+            Discovery::Broadcast => {
+                let own = proc.and_then(|mut p| p.is_own_namespace().then_some(p));
+                let finder = own.is_some().then_some(Finder::Undecided);
+                (own, Mode::Broadcast { finder, namespace_stopped: false })
+            }
+            Discovery::Blind => (None, Mode::Blind),
         };
         Tree {
-            walk: None,
             discovery,
+            mode,
             self_pid: std::process::id() as i32,
             proc,
-            use_pidfd: crate::pidref::pidfd_signal_usable(),
-            stopped: HashMap::new(),
-            killed: HashMap::new(),
+            use_pidfd: pidfds,
+            stop_signal,
+            delivered: Delivered::default(),
             stats: Stats::default(),
             leaf,
-            leaf_kill_reported: false,
-            leaf_killed_now: HashSet::new(),
-            leaf_killed_first: HashSet::new(),
+            leaf_rounds: LeafRounds::default(),
             children_hint: 0,
-            leaf_stopped_at: None,
-            leaf_killed: HashSet::new(),
-            listed: HashSet::new(),
-            known: HashMap::new(),
-            namespace_stopped: false,
-            killed_children: HashSet::new(),
-            stopped_children: HashMap::new(),
-            chase: false,
-            reread_children: false,
         }
     }
 
     /// Whether rounds walk the `children` files (the kernel has them) rather than list all of
     /// `/proc`; asked once, at the first round that needs to know.
     fn walks(&mut self) -> bool {
-        if let Some(walk) = self.walk {
-            return walk;
+        let proc = self.proc.as_mut();
+        let Some(finder) = self.mode.finder() else { return false };
+        if let Finder::Undecided = finder {
+            let seen = proc.is_some();
+            let walk = proc.is_some_and(|p| p.has_children_files()) && !crate::test_hooks::forced_full_scan();
+            if seen {
+                crate::log::debug!(
+                    "descendants are found by {}",
+                    if walk { "walking /proc/PID/task/TID/children" } else { "listing all of /proc" }
+                );
+            }
+            *finder = if walk { Finder::Walk(Default::default()) } else { Finder::Listing(Default::default()) };
         }
-        let walk = self.proc.as_mut().is_some_and(|p| p.has_children_files()) && !crate::test_hooks::forced_full_scan();
-        if self.proc.is_some() {
-            crate::debug!(
-                "descendants are found by {}",
-                if walk { "walking /proc/PID/task/TID/children" } else { "listing all of /proc" }
-            );
-        }
-        self.walk = Some(walk);
-        walk
+        matches!(finder, Finder::Walk(_))
     }
 
     /// About how many children guardian has (as of its last round, less those reaped since).
@@ -207,22 +179,13 @@ impl Tree {
     pub fn reaped(&mut self, pid: i32) {
         self.stats.reaped += 1;
         self.children_hint = self.children_hint.saturating_sub(1);
-        self.killed_children.remove(&pid);
-        self.stopped_children.remove(&pid);
+        self.delivered.reaped(pid);
     }
 
     /// Whether the round that just signalled `sent` processes must be followed by another at
-    /// once: a walk of the `children` files that signalled a process whose children it read
-    /// before the signal, or left children of an exited child of guardian to the next read of
-    /// guardian's own (see [`Tree::walk_round`]), also with a leaf (descendants outside it);
-    /// or a listing of `/proc` (not a broadcast, not a leaf's `cgroup.procs`) that signalled
-    /// anyone, since it may have missed a child born after it read its parent.
+    /// once ([`Mode::chase`]).
     pub fn chase(&self, sent: usize) -> bool {
-        match (self.discovery, self.walk) {
-            (Discovery::Scan | Discovery::Broadcast, Some(true)) => self.chase,
-            (Discovery::Scan, _) => sent > 0 && self.leaf.is_none(),
-            _ => false,
-        }
+        self.mode.chase(sent, self.leaf.is_some())
     }
 
     /// One round: sends the phase's signal to every descendant that has not had it yet.
@@ -232,37 +195,37 @@ impl Tree {
     pub fn round(
         &mut self,
         phase: Phase,
-        stop_signal: i32,
         provider: Option<i32>,
         reason: &str,
         scan: bool,
         events: &mut Events,
     ) -> usize {
         let sig = match phase {
-            Phase::Stop => stop_signal,
+            Phase::Stop => self.stop_signal.get(),
             Phase::Kill => libc::SIGKILL,
         };
-        let cont = phase == Phase::Stop && sig != libc::SIGKILL && sig != libc::SIGCONT;
-        let r = Round { phase, sig, cont, provider, reason, group: None, now: sys::monotonic() };
-        self.leaf_killed_now.clear();
-        self.leaf_killed_first.clear();
-        self.chase = false;
+        let r = Round { ask: Ask { phase, provider, group: None, now: sys::monotonic() }, sig, reason };
+        self.leaf_rounds.killed = LeafKilled::default();
+        if let Some(Finder::Walk(w)) = self.mode.finder() {
+            w.chase = false;
+        }
         let in_leaf = self.leaf_round(&r, events);
+        let stops_each = self.stops_each_process();
         in_leaf
-            + match self.discovery {
-                Discovery::Blind => 0,
+            + match &self.mode {
+                Mode::Blind => 0,
                 // With the namespace's own /proc, a stop round signals each process once, as a
                 // scan does (a repeated `kill(-1)` would repeat the stop signal to everyone).
-                Discovery::Broadcast if r.phase == Phase::Stop && self.stops_each_process() => {
+                Mode::Broadcast { .. } if phase == Phase::Stop && stops_each => {
                     if scan {
                         self.scan_round(&r, events)
                     } else {
                         0
                     }
                 }
-                Discovery::Broadcast => self.broadcast(&r, events),
-                Discovery::Scan if scan => self.scan_round(&r, events),
-                Discovery::Scan => 0,
+                Mode::Broadcast { .. } => self.broadcast(&r, events),
+                Mode::Scan { .. } if scan => self.scan_round(&r, events),
+                Mode::Scan { .. } => 0,
             }
     }
 
@@ -270,40 +233,32 @@ impl Tree {
     /// send it the stop signal apart (it would get it twice): broadcast mode without the
     /// namespace's `/proc`, where the stop round is one `kill(-1)` that cannot leave it out.
     pub fn stop_round_reaches_provider(&self) -> bool {
-        self.discovery == Discovery::Broadcast && !self.stops_each_process() && !self.namespace_stopped
+        matches!(self.mode, Mode::Broadcast { namespace_stopped: false, .. }) && !self.stops_each_process()
     }
 
     /// Whether rounds reach every descendant (not in blind mode). Then guardian's own stop
     /// signal to the provider must not go to its process group too: the group's members would
     /// hear it twice.
     pub fn rounds_reach_descendants(&self) -> bool {
-        self.discovery != Discovery::Blind
+        !matches!(self.mode, Mode::Blind)
     }
 
     /// Whether [`Tree::stop_group`] can reach the provider's group member by member (it needs
     /// a `/proc` of guardian's own namespace and pidfds).
     pub fn can_stop_group(&self) -> bool {
-        self.discovery != Discovery::Blind && self.proc.is_some() && self.use_pidfd
+        self.rounds_reach_descendants() && self.proc.is_some() && self.use_pidfd
     }
 
     /// The owner's stop request with `--forward-to group`: the stop signal (then SIGCONT) to
     /// every descendant in process group `pgid` but the provider (which the caller signals),
     /// each verified and recorded like a round's, so the rounds that follow the provider's exit
     /// do not repeat it: each process hears the stop signal once per teardown.
-    pub fn stop_group(&mut self, stop_signal: i32, pgid: i32, provider: i32, events: &mut Events) -> usize {
+    pub fn stop_group(&mut self, pgid: i32, provider: i32, events: &mut Events) -> usize {
         if !self.can_stop_group() {
             return 0;
         }
-        let cont = stop_signal != libc::SIGCONT;
-        let r = Round {
-            phase: Phase::Stop,
-            sig: stop_signal,
-            cont,
-            provider: Some(provider),
-            reason: "forwarded",
-            group: Some(pgid),
-            now: sys::monotonic(),
-        };
+        let ask = Ask { phase: Phase::Stop, provider: Some(provider), group: Some(pgid), now: sys::monotonic() };
+        let r = Round { ask, sig: self.stop_signal.get(), reason: "forwarded" };
         self.scan_round(&r, events)
     }
 
@@ -316,7 +271,7 @@ impl Tree {
     /// Counts a round's signals and reports them in one `signal` event: target `cgroup` (with
     /// the leaf's path) for a leaf's members, `descendants` for the rest.
     fn report(&mut self, r: &Round<'_>, sent: &[i32], leaf_path: Option<String>, events: &mut Events) {
-        match r.phase {
+        match r.phase() {
             Phase::Stop => self.stats.signalled += sent.len() as u64,
             Phase::Kill => self.stats.killed += sent.len() as u64,
         }
@@ -324,19 +279,14 @@ impl Tree {
             return;
         }
         let sig = signals::name(r.sig);
-        crate::debug!(
+        crate::log::debug!(
             "sent {sig} to {} {} ({})",
             sent.len(),
             if leaf_path.is_some() { "leaf members" } else { "descendants" },
             r.reason
         );
-        // As PID 1, the scan covers the namespace, as `kill(-1)` does.
-        let target = match leaf_path {
-            Some(_) => "cgroup",
-            // (The owner's stop request to the provider's group reaches only that group.)
-            None if self.discovery == Discovery::Broadcast && r.group.is_none() => "namespace",
-            None => "descendants",
-        };
+        let broadcast = matches!(self.mode, Mode::Broadcast { .. });
+        let target = plan::target(leaf_path.is_some(), broadcast, r.ask.group.is_some());
         let pids = Some(sent.to_vec());
         events.emit(Event::Signal(Signal {
             signal: sig,
@@ -352,28 +302,34 @@ impl Tree {
     /// (repeating it costs nothing and reaches newcomers); the stop signal once per teardown,
     /// since nothing tells a newcomer from a process that already had it.
     fn broadcast(&mut self, r: &Round<'_>, events: &mut Events) -> usize {
-        let (sig, cont, reason) = (r.sig, r.cont, r.reason);
-        // Once per teardown, and never after processes had it one by one (pidfds refused
-        // midway): a `kill(-1)` would repeat it to them.
-        if r.phase == Phase::Stop && (self.namespace_stopped || !self.stopped.is_empty() || self.stats.signalled > 0) {
+        let (sig, reason) = (r.sig, r.reason);
+        let Mode::Broadcast { namespace_stopped, .. } = self.mode else { return 0 };
+        let one_by_one = !self.delivered.stopped.is_empty() || self.stats.signalled > 0;
+        if !plan::broadcasts(r.phase(), namespace_stopped, one_by_one) {
             return 0;
         }
         // PID 1 of its own namespace: every other process in it is guardian's descendant.
-        if let Err(e) = sys::kill(-1, sig) {
+        let kill = |s: i32| sys::kill(-1, s);
+        let res = match r.phase() {
+            Phase::Stop => pidref::and_cont(kill, sig),
+            Phase::Kill => kill(sig),
+        };
+        if let Err(e) = res {
             if e.raw_os_error() != Some(libc::ESRCH) {
-                crate::warn!("kill(-1, {}) failed: {e}", signals::name(sig));
+                crate::log::warn!("kill(-1, {}) failed: {e}", signals::name(sig));
             }
             return 0;
         }
-        if cont {
-            let _ = sys::kill(-1, libc::SIGCONT);
-        }
         // With the namespace's own /proc, who got the SIGKILL is counted afterwards (the kill
         // is not delayed by it): every other process of the namespace is a descendant.
-        if r.phase == Phase::Kill {
-            self.count_namespace_kill(r.provider);
+        match r.phase() {
+            Phase::Kill => self.count_namespace_kill(r.ask.provider),
+            Phase::Stop => {
+                if let Mode::Broadcast { namespace_stopped, .. } = &mut self.mode {
+                    *namespace_stopped = true;
+                }
+            }
         }
-        self.namespace_stopped |= r.phase == Phase::Stop;
         events.emit(Event::Signal(Signal {
             signal: signals::name(sig),
             target: "namespace",
@@ -382,7 +338,7 @@ impl Tree {
             pids: None,
             reason: reason.into(),
         }));
-        crate::debug!("sent {} to every process in the namespace ({reason})", signals::name(sig));
+        crate::log::debug!("sent {} to every process in the namespace ({reason})", signals::name(sig));
         1
     }
 
@@ -397,10 +353,10 @@ impl Tree {
         let Some(proc) = self.proc.as_mut() else { return };
         let Ok(pids) = proc.list() else { return };
         for pid in pids {
-            if pid == me || Some(pid) == provider || self.leaf_killed.contains(&pid) {
+            if pid == me || Some(pid) == provider || self.leaf_rounds.killed_ever.contains(&pid) {
                 continue;
             }
-            if self.killed.insert(pid, 0).is_none() {
+            if self.delivered.killed.insert(pid, 0).is_none() {
                 self.stats.killed += 1;
             }
         }
@@ -412,9 +368,8 @@ impl Tree {
         self.discovery == Discovery::Scan || (self.discovery == Discovery::Broadcast && self.stops_each_process())
     }
 
-    /// Sends the phase's signal to one scanned descendant, unless it had it already or is not
-    /// the process the scan saw any more.
-    #[allow(clippy::too_many_arguments)]
+    /// Sends the phase's signal to one scanned descendant, unless it had it already
+    /// ([`plan::signals`]) or is not the process the scan saw any more.
     fn signal_one(
         &mut self,
         d: &Stat,
@@ -423,39 +378,29 @@ impl Tree {
         sent: &mut Vec<i32>,
         events: &mut Events,
     ) {
-        if Some(d.pid) == r.provider || d.is_dead() || r.group.is_some_and(|g| d.pgrp != g) {
-            return;
-        }
-        if r.phase == Phase::Kill && self.leaf_killed_now.contains(&d.pid) {
-            return;
-        }
-        let key = (d.pid, d.starttime);
-        if self.done(r.phase).get(&key.0) == Some(&key.1) {
+        if !plan::signals(d, &r.ask, &mut self.delivered, &self.leaf_rounds.killed) {
             return;
         }
         if let Some(handle) = self.open_verified(d, members, events) {
-            self.deliver(r, &handle, key, sent);
+            self.deliver(r, &handle, (d.pid, d.starttime), sent);
         }
     }
 
-    /// The processes that already had this phase's signal, by (pid, start time).
-    fn done(&mut self, phase: Phase) -> &mut HashMap<i32, u64> {
-        match phase {
-            Phase::Stop => &mut self.stopped,
-            Phase::Kill => &mut self.killed,
+    /// Sends the round's signal (the stop signal then SIGCONT, or SIGKILL) through `handle`.
+    fn send(&self, r: &Round<'_>, handle: &PidRef) -> std::io::Result<()> {
+        match r.phase() {
+            Phase::Stop => handle.signal_and_cont(self.stop_signal),
+            Phase::Kill => handle.signal(libc::SIGKILL),
         }
     }
 
-    /// Sends the round's signal (and SIGCONT) through a verified handle and records it. A
-    /// process guardian may not signal (it changed its user id) is named once, in `unkillable`.
+    /// Sends the round's signal through a verified handle and records it. A process guardian
+    /// may not signal (it changed its user id) is named once, in `unkillable`.
     fn deliver(&mut self, r: &Round<'_>, handle: &PidRef, key: (i32, u64), sent: &mut Vec<i32>) {
-        match handle.signal(r.sig) {
+        match self.send(r, handle) {
             Ok(()) => {
-                if r.cont {
-                    let _ = handle.signal(libc::SIGCONT);
-                }
                 sent.push(key.0);
-                self.done(r.phase).insert(key.0, key.1);
+                self.delivered.of(r.phase()).insert(key.0, key.1);
             }
             Err(e) if e.raw_os_error() == Some(libc::EPERM) => self.not_permitted(key.0, "descendant"),
             Err(_) => {} // ESRCH: already gone.
@@ -465,7 +410,7 @@ impl Tree {
     /// Names a process guardian may not signal in `unkillable`, once.
     fn not_permitted(&mut self, pid: i32, what: &str) {
         if !self.stats.unkillable.contains(&pid) {
-            crate::warn!("not permitted to signal {what} {pid} (it changed its user id)");
+            crate::log::warn!("not permitted to signal {what} {pid} (it changed its user id)");
             self.stats.unkillable.push(pid);
         }
     }
@@ -477,7 +422,7 @@ impl Tree {
         match res {
             Ok(()) => true,
             Err(e) => {
-                crate::debug!("sending {} to the provider {pid} failed: {e}", signals::name(sig));
+                crate::log::debug!("sending {} to the provider {pid} failed: {e}", signals::name(sig));
                 if e.raw_os_error() == Some(libc::EPERM) {
                     self.not_permitted(pid, "the provider");
                 }
@@ -525,11 +470,14 @@ impl Tree {
                 }
                 Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return None,
                 Err(e) if matches!(e.raw_os_error(), Some(libc::ENOSYS | libc::EPERM)) => {
-                    spawn::fallback(events, "pidfd_open", &e, "signalling only unreaped direct children");
+                    events.fallback("pidfd_open", &e, "signalling only unreaped direct children");
                     self.use_pidfd = false;
                 }
                 Err(e) => {
-                    crate::debug!("pidfd_open({}) failed: {e}; signalling it only if it is a direct child", seen.pid);
+                    crate::log::debug!(
+                        "pidfd_open({}) failed: {e}; signalling it only if it is a direct child",
+                        seen.pid
+                    );
                 }
             }
         }

@@ -411,7 +411,8 @@ fn no_zombie_lingers_while_provider_runs() {
     let orphan = ctx.wait_pid_file("orphan");
     let sleeper = ctx.wait_pid_file("sleeper");
     let (_, _, orphan_start) = stat(orphan).expect("orphan alive");
-    wait_for("orphan adopted by guardian", || (stat(orphan)?.1 == g.pid()).then_some(()));
+    let guardian = g.inner_pid();
+    wait_for("orphan adopted by guardian", || (stat(orphan)?.1 == guardian).then_some(()));
     ctx.release(&ctx.path("go"));
     wait_for("orphan's /proc entry to disappear", || match stat(orphan) {
         None => Some(()),

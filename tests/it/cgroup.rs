@@ -48,9 +48,23 @@ macro_rules! need_delegation {
 /// Starts `guardian ARGS` (events on fd 3): as uid 65534 inside `cg` when given, else as
 /// the current user, where it is.
 fn start(ctx: &Ctx, cg: Option<&Path>, args: &[&str]) -> Guardian {
+    start_with(ctx, cg, args, true)
+}
+
+/// As [`start`], without the sentinel (`GUARDIAN_SENTINEL=0`): for the tests of what a
+/// SIGKILLed guardian leaves in its leaf for `sweep` (with the sentinel, a SIGKILL of the
+/// host's child is an ordinary parent death, and one of guardian itself is cleaned by it).
+fn start_without_sentinel(ctx: &Ctx, cg: Option<&Path>, args: &[&str]) -> Guardian {
+    start_with(ctx, cg, args, false)
+}
+
+fn start_with(ctx: &Ctx, cg: Option<&Path>, args: &[&str], sentinel: bool) -> Guardian {
     let split = args.iter().position(|a| *a == "--").unwrap_or(args.len());
     let (opts, cmd) = args.split_at(split);
-    let b = ctx.guardian().privileged().args(opts).command(cmd.iter().skip(1));
+    let mut b = ctx.guardian().privileged().args(opts).command(cmd.iter().skip(1));
+    if !sentinel {
+        b = b.env("GUARDIAN_SENTINEL", "0");
+    }
     match cg {
         Some(cg) => b.wrapper(in_cgroup_as_nobody(cg)),
         None => b,
@@ -87,7 +101,7 @@ fn provider_and_setsid_descendant_start_in_the_leaf() {
     let leaf = leaf(&g);
     assert_eq!(leaf.parent(), Some(cg.path.as_path()), "the leaf is a child of the delegated cgroup");
     let name = leaf.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_string();
-    assert!(name.starts_with(&format!("guardian-{}-", g.pid())), "leaf name carries the guardian pid: {name}");
+    assert!(name.starts_with(&format!("guardian-{}-", g.inner_pid())), "leaf name carries the guardian pid: {name}");
     assert_eq!(cgroup_of(g.pid()).as_deref(), Some(cg.rel().as_str()), "guardian stays outside its leaf");
 
     let leaf_rel = rel_of(&mount, &leaf);
@@ -225,12 +239,13 @@ fn sweep_removes_a_dead_guardians_leaf_and_keeps_a_live_ones() {
     let cg = TestCgroup::new(&mount, true);
     let (ca, cb) = (Ctx::new("cg-a"), Ctx::new("cg-b"));
     let (na, nb) = (&ca.nonce, &cb.nonce);
-    let mut a = start(
+    let mut a = start_without_sentinel(
         &ca,
         Some(&cg.path),
         &["--cgroup", "auto", "--", "sh", "-c", &format!("trap '' TERM; sleep 1000.{na} & wait")],
     );
-    let mut b = start(&cb, Some(&cg.path), &["--cgroup", "auto", "--", "sleep", &format!("1000.{nb}")]);
+    let mut b =
+        start_without_sentinel(&cb, Some(&cg.path), &["--cgroup", "auto", "--", "sleep", &format!("1000.{nb}")]);
     let (leaf_a, leaf_b) = (leaf(&a), leaf(&b));
     wait_for("both providers' sleeps run", || {
         (tagged_sleeps(na).len() == 1 && tagged_sleeps(nb).len() == 1).then_some(())
@@ -418,19 +433,6 @@ fn an_unusable_explicit_path_exits_125_naming_file_and_permission() {
 // Hostile trees (issue 9 items 1, 5, 11, 12) and doctor's agreement with guardian (issue 12
 // item 6)
 
-/// A C program compiled into the test's directory (which uid 65534 can reach), so its path,
-/// argv[0], carries the nonce too.
-fn c_program(ctx: &Ctx, name: &str, source: &str) -> PathBuf {
-    use std::os::unix::fs::PermissionsExt;
-    let src = ctx.path(&format!("{name}.c"));
-    let bin = ctx.path(name);
-    std::fs::write(&src, source).expect("write C source");
-    let out = Command::new("cc").arg("-pthread").arg("-o").arg(&bin).arg(&src).output().expect("run cc");
-    assert!(out.status.success(), "cc failed: {}", String::from_utf8_lossy(&out.stderr));
-    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).expect("chmod program");
-    bin
-}
-
 /// `zombie-leader 1000.<tag>`: ignores SIGTERM, then its main thread exits (pthread_exit)
 /// while a second thread sleeps. /proc/PID/stat then shows state Z with 2 threads and an
 /// empty cmdline; the live thread's /proc/PID/task/TID/cmdline still carries the tag (the
@@ -479,7 +481,7 @@ fn the_harness_finds_and_kills_a_process_whose_main_thread_exited() {
     use std::os::unix::process::ExitStatusExt;
     need_program!("cc", "gcc");
     let ctx = Ctx::new("harness-zombie-leader");
-    let bin = c_program(&ctx, "zombie-leader", ZOMBIE_LEADER);
+    let bin = ctx.c_program("zombie-leader", ZOMBIE_LEADER);
     let mut child = Command::new(&bin).arg(ctx.sleep_arg(1000)).stdin(Stdio::null()).spawn().expect("spawn");
     let pid = child.id() as i32;
     wait_for("its main thread to exit", || leader_exited(pid).then_some(()));
@@ -503,7 +505,7 @@ fn a_process_whose_main_thread_exited_is_killed_in_the_leaf() {
     // cgroup.kill in the cgroup's cleanup cannot.
     let ctx = Ctx::new("cg-zombie-leader");
     let n = &ctx.nonce;
-    let bin = c_program(&ctx, "zombie-leader", ZOMBIE_LEADER);
+    let bin = ctx.c_program("zombie-leader", ZOMBIE_LEADER);
     let provider = format!("{}; exit 3", zombie_leader_waits(&bin, n));
     let mut g =
         start(&ctx, Some(&cg.path), &["-vv", "--cgroup", "auto", "--grace", "200ms", "--", "sh", "-c", &provider]);
@@ -522,9 +524,9 @@ fn sweep_leaf_kills_a_process_cgroup_kill_misses() {
     let cg = TestCgroup::new(&mount, true);
     let ctx = Ctx::new("cg-sweep-leaf");
     let n = &ctx.nonce;
-    let bin = c_program(&ctx, "zombie-leader", ZOMBIE_LEADER);
+    let bin = ctx.c_program("zombie-leader", ZOMBIE_LEADER);
     let provider = format!("{}; exec sleep 1000.{n}", zombie_leader_waits(&bin, n));
-    let mut g = start(&ctx, Some(&cg.path), &["--cgroup", "auto", "--", "sh", "-c", &provider]);
+    let mut g = start_without_sentinel(&ctx, Some(&cg.path), &["--cgroup", "auto", "--", "sh", "-c", &provider]);
     let leaf = leaf(&g);
     wait_for("the provider runs, the other process's main thread has exited", || {
         (tagged_sleeps(n).len() == 1 && tagged_pids(n).into_iter().any(leader_exited)).then_some(())
@@ -640,7 +642,7 @@ fn cgroups_nested_deeper_than_path_max_are_removed() {
     let cg = TestCgroup::new(&mount, true);
     let ctx = Ctx::new("cg-deep-nest");
     let n = &ctx.nonce;
-    let bin = c_program(&ctx, "deep-nest", DEEP_NEST);
+    let bin = ctx.c_program("deep-nest", DEEP_NEST);
     // 30 levels of 200-character names: 6 000 bytes below the leaf, beyond PATH_MAX (4 096).
     let provider = format!("cd \"$1$(sed -n 's/^0:://p' /proc/self/cgroup)\" && {} 1000.{n} 30", bin.display());
     let mount_arg = mount.to_string_lossy().into_owned();

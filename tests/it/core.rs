@@ -151,10 +151,11 @@ exit 0"#
     let b_child = ctx_b.wait_pid_file("child");
     ctx_b.wait_pid_file("grandchild");
     ctx_b.wait_pid_file("provider");
-    // guardian, provider, child, grandchild, sleep: wait for the transient subshell to go.
+    // The sentinel, guardian, provider, child, grandchild, sleep: wait for the transient
+    // subshell to go.
     let a_all = wait_for("A's tree to settle", || {
         let v = tagged_pids(&ctx_a.nonce);
-        (v.len() == 5).then_some(v)
+        (v.len() == 6).then_some(v)
     });
 
     // A signal to B's group reaches B's group only.

@@ -8,31 +8,10 @@ use std::process::{Command, Output};
 
 use crate::harness::*;
 
-const BIN: &str = env!("CARGO_BIN_EXE_guardian");
-
-fn nonce() -> String {
-    format!("doctor-test-{}", random_digits(12))
-}
-
-/// Processes whose environment holds `GUARDIAN_TEST_NONCE=<nonce>`.
-fn tagged(nonce: &str) -> Vec<i32> {
-    let needle = format!("GUARDIAN_TEST_NONCE={nonce}");
-    pids_where(|pid| {
-        fs::read(format!("/proc/{pid}/environ"))
-            .is_ok_and(|env| env.split(|b| *b == 0).any(|kv| kv == needle.as_bytes()))
-    })
-}
-
-/// Runs `guardian doctor ARGS`, asserts nothing tagged survives it, returns its output.
+/// Runs `guardian doctor ARGS`, asserts nothing it started survives it, returns its output.
 fn doctor(args: &[&str]) -> Output {
-    run_tagged(Command::new(BIN).arg("doctor").args(args))
-}
-
-fn run_tagged(cmd: &mut Command) -> Output {
-    let tag = nonce();
-    let out = cmd.env("GUARDIAN_TEST_NONCE", &tag).output().expect("run guardian doctor");
-    assert_eq!(tagged(&tag), Vec::<i32>::new(), "doctor left a probe process running");
-    out
+    let ctx = Ctx::new("doctor");
+    ctx.run_env_tagged(ctx.subcommand(&["doctor"]).args(args))
 }
 
 fn json_of(out: &Output) -> Value {
@@ -121,11 +100,14 @@ fn problems_of(r: &Value) -> Vec<String> {
 /// that nothing doctor started survives it.
 fn doctor_denied(deny: &[Deny], env: &[(&str, &str)]) -> Value {
     let ctx = Ctx::new("doctor-denied");
-    let tag = nonce();
     let stdout = ctx.path("doctor.json");
     let file = fs::File::create(&stdout).expect("create doctor.json");
-    let mut b =
-        ctx.guardian().no_events().args(["doctor", "--json"]).env("GUARDIAN_TEST_NONCE", &tag).stdout(file.into());
+    let mut b = ctx
+        .guardian()
+        .no_events()
+        .args(["doctor", "--json"])
+        .env("GUARDIAN_TEST_NONCE", &ctx.nonce)
+        .stdout(file.into());
     for &(nr, errno) in deny {
         b = b.deny(nr, errno);
     }
@@ -133,7 +115,7 @@ fn doctor_denied(deny: &[Deny], env: &[(&str, &str)]) -> Value {
         b = b.env(*k, *v);
     }
     let f = b.spawn().finish();
-    assert_eq!(tagged(&tag), Vec::<i32>::new(), "doctor left a probe process running");
+    assert_eq!(ctx.env_tagged(), Vec::<i32>::new(), "doctor left a probe process running");
     let text = fs::read_to_string(&stdout).expect("read doctor.json");
     let r: Value = serde_json::from_str(text.trim())
         .unwrap_or_else(|e| panic!("doctor --json printed invalid JSON ({e}): {text}; stderr: {}", f.stderr));
@@ -255,7 +237,7 @@ fn human_output_agrees_with_exit_status() {
 
 #[test]
 fn unusable_cgroup_path_is_reported_as_degraded() {
-    let missing = format!("/nonexistent-{}", nonce());
+    let missing = format!("/nonexistent-{}", random_digits(12));
     let out = doctor(&["--json", "--cgroup", &missing]);
     let r = json_of(&out);
     assert_status_matches(&out, &r);
@@ -288,7 +270,8 @@ fn cgroup_auto_probes_a_leaf_and_removes_it() {
     assert_eq!(ns["ok"].as_bool(), Some(cap_sys_admin()), "{r:#}");
     assert_eq!(r["cgroup"]["namespace"].as_bool(), Some(cap_sys_admin()), "{r:#}");
     // Same answer when the setting comes from the environment, as for guardian itself.
-    let out = run_tagged(Command::new(BIN).args(["doctor", "--json"]).env("GUARDIAN_CGROUP", "auto"));
+    let ctx = Ctx::new("doctor-env");
+    let out = ctx.run_env_tagged(ctx.subcommand(&["doctor", "--json"]).env("GUARDIAN_CGROUP", "auto"));
     assert_eq!(json_of(&out)["mode"].as_str(), Some("cgroup"));
 }
 
@@ -296,31 +279,23 @@ fn cgroup_auto_probes_a_leaf_and_removes_it() {
 fn foreign_proc_is_a_problem_and_own_proc_is_not() {
     need_root!("make a PID namespace");
     need_program!("unshare", "util-linux");
+    let ctx = Ctx::new("doctor-pidns");
     // sh is PID 1 of the new namespace, doctor is PID 2 and sees the host's /proc.
-    let out = run_tagged(Command::new("unshare").args([
-        "--pid",
-        "--fork",
-        "--",
-        "sh",
-        "-c",
-        "\"$0\" doctor --json; exit $?",
-        BIN,
-    ]));
+    let out = ctx.run_env_tagged(
+        Command::new("unshare")
+            .args(["--pid", "--fork", "--", "sh", "-c", "\"$0\" doctor --json; exit $?"])
+            .arg(guardian_bin()),
+    );
     let r = json_of(&out);
     assert_status_matches(&out, &r);
     assert_eq!(r["proc"]["own_namespace"], Value::Bool(false));
     assert!(r["degraded"].as_array().is_some_and(|d| d.iter().any(|p| p["what"] == "proc")), "{r:#}");
 
-    let out = run_tagged(Command::new("unshare").args([
-        "--pid",
-        "--fork",
-        "--mount-proc",
-        "--",
-        "sh",
-        "-c",
-        "\"$0\" doctor --json; exit $?",
-        BIN,
-    ]));
+    let out = ctx.run_env_tagged(
+        Command::new("unshare")
+            .args(["--pid", "--fork", "--mount-proc", "--", "sh", "-c", "\"$0\" doctor --json; exit $?"])
+            .arg(guardian_bin()),
+    );
     let r = json_of(&out);
     assert_status_matches(&out, &r);
     assert_eq!(r["proc"]["own_namespace"], Value::Bool(true));

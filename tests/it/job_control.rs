@@ -13,7 +13,7 @@
 //! JOBCTL_SESSION_ROOT=1 JOBCTL_WRAPPER="sudo -n" cargo test --test job_control   # as root
 //! ```
 //!
-//! `JOBCTL_TRANSCRIPT=1` prints each test's terminal transcript (it is printed on failure).
+//! `PTY_TRANSCRIPT=1` prints each test's terminal transcript (it is printed on failure).
 //! When the wrapper's words hold `--events-fd 3` (the default does), guardian's events go to a
 //! file (`3>>FILE` on each command line), printed with the transcript.
 //!
@@ -30,19 +30,12 @@
 //! (bash through a tagged symlink, the rest through their argv) and all of them are killed
 //! through the harness's pidfd-verified killer when a test ends, however it ends.
 
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read, Write};
-use std::os::fd::AsRawFd;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::fs;
+use std::ops::{Deref, DerefMut};
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
 
-use crate::harness::{
-    self as common, Ctx, DEADLINE, NOBODY, POLL, alive, is_root, kill_tagged, stat, tagged_pids, wait_for,
-};
+use crate::harness::{self, Ctx, Pty, alive, is_root, need_program_for, stat, tagged_pids, wait_for};
 
 const PROMPT: &str = "JC-PROMPT> ";
 const PROGRAM: &str = include_str!("job_control_program.py");
@@ -53,7 +46,7 @@ const CTRL_Z: &str = "\x1a";
 /// test), else `guardian --events-fd 3 --`; true in the second field when the wrapper writes
 /// guardian's events to fd 3 (its words hold `--events-fd 3`).
 fn wrapper() -> (Vec<String>, bool) {
-    let guardian = common::guardian_bin().display().to_string();
+    let guardian = harness::guardian_bin().display().to_string();
     let words: Vec<String> = match std::env::var("JOBCTL_WRAPPER") {
         Ok(w) if !w.trim().is_empty() => {
             w.split_whitespace().map(|s| if s == "GUARDIAN" { guardian.clone() } else { s.to_string() }).collect()
@@ -62,26 +55,6 @@ fn wrapper() -> (Vec<String>, bool) {
     };
     let events = words.windows(2).any(|w| w[0] == "--events-fd" && w[1] == "3");
     (words, events)
-}
-
-/// Whether uid `NOBODY` can execute `path` (the file and every directory above it).
-fn others_can_exec(path: &Path) -> bool {
-    let Ok(real) = fs::canonicalize(path) else {
-        return false;
-    };
-    let mode = |p: &Path| fs::metadata(p).map(|m| m.permissions().mode()).unwrap_or(0);
-    mode(&real) & 0o001 != 0 && real.ancestors().skip(1).all(|d| d.as_os_str().is_empty() || mode(d) & 0o001 != 0)
-}
-
-/// An executable the session's user can run: the first of `candidates` (then `$PATH`).
-fn find_program(name: &str, candidates: &[&str]) -> Option<PathBuf> {
-    let path_dirs: Vec<PathBuf> =
-        std::env::var_os("PATH").map(|p| std::env::split_paths(&p).collect()).unwrap_or_default();
-    candidates
-        .iter()
-        .map(PathBuf::from)
-        .chain(path_dirs.into_iter().map(|d| d.join(name)))
-        .find(|p| p.is_file() && (!is_root() || others_can_exec(p)))
 }
 
 /// `/proc/PID/stat` fields after the command: (pgrp, tpgid).
@@ -101,197 +74,45 @@ fn field(line: &str, key: &str) -> i32 {
         .unwrap_or_else(|| panic!("no {key}= in {line:?}"))
 }
 
-/// A pty master/slave pair; the slave belongs to the session's user.
-fn open_pty(owner: Option<u32>) -> io::Result<(File, File)> {
-    let master = OpenOptions::new().read(true).write(true).custom_flags(libc::O_NOCTTY).open("/dev/ptmx")?;
-    let fd = master.as_raw_fd();
-    let mut name = [0 as libc::c_char; 128];
-    // SAFETY: fd is an open pty master; name is a writable buffer of the given length.
-    let ok = unsafe {
-        libc::grantpt(fd) == 0 && libc::unlockpt(fd) == 0 && libc::ptsname_r(fd, name.as_mut_ptr(), name.len()) == 0
-    };
-    if !ok {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: ptsname_r wrote a NUL-terminated string into name.
-    let path = unsafe { std::ffi::CStr::from_ptr(name.as_ptr()) }.to_string_lossy().into_owned();
-    let slave = OpenOptions::new().read(true).write(true).custom_flags(libc::O_NOCTTY).open(&path)?;
-    let ws = libc::winsize { ws_row: 24, ws_col: 80, ws_xpixel: 0, ws_ypixel: 0 };
-    // SAFETY: fd is an open pty master; ws is a valid winsize.
-    unsafe { libc::ioctl(fd, libc::TIOCSWINSZ, &ws) };
-    if let Some(uid) = owner {
-        // SAFETY: slave is an open fd; -1 keeps the group.
-        if unsafe { libc::fchown(slave.as_raw_fd(), uid, u32::MAX) } != 0 {
-            return Err(io::Error::last_os_error());
-        }
-    }
-    Ok((master, slave))
-}
-
-/// An interactive bash in its own session on a fresh pty, driven like `expect`.
+/// The job-control tests' session: an interactive bash on a pty ([`Pty`]) that runs the
+/// program under the wrapper.
 struct Session {
-    bash: Child,
-    master: File,
-    out: Arc<Mutex<Vec<u8>>>,
-    cursor: usize,
+    pty: Pty,
     wrapper: Vec<String>,
     /// guardian's events (`3>>FILE` on every command line), when the wrapper is guardian.
     events: Option<PathBuf>,
     python: PathBuf,
     program: PathBuf,
-    // Dropped last: its own Drop kills whatever is still tagged and removes the directory.
-    ctx: Ctx,
+}
+
+impl Deref for Session {
+    type Target = Pty;
+
+    fn deref(&self) -> &Pty {
+        &self.pty
+    }
+}
+
+impl DerefMut for Session {
+    fn deref_mut(&mut self) -> &mut Pty {
+        &mut self.pty
+    }
 }
 
 impl Session {
     /// `None` (with the reason printed) when python3 or bash cannot be run.
     fn start(name: &str) -> Option<Session> {
         let ctx = Ctx::new(name);
-        let Some(python) = find_program("python3", &["/usr/bin/python3", "/usr/local/bin/python3"]) else {
-            assert!(!is_root(), "the job-control tests need python3 that uid {NOBODY} can run: install python3");
-            common::skipped(name, &format!("no python3 that uid {NOBODY} can run"));
-            return None;
-        };
-        let Some(bash) = find_program("bash", &["/usr/bin/bash", "/bin/bash"]) else {
-            assert!(!is_root(), "the job-control tests need bash: install bash");
-            common::skipped(name, "no bash");
-            return None;
-        };
+        let python = need_program_for(name, "python3", &["/usr/bin/python3", "/usr/local/bin/python3"], "python3")?;
         let program = ctx.path("job_control_program.py");
         fs::write(&program, PROGRAM).expect("write the program");
         fs::set_permissions(&program, fs::Permissions::from_mode(0o644)).expect("chmod the program");
-        // argv[0] carries the nonce, so bash (and every subshell it forks) is tagged.
-        let bash_link = ctx.path(&format!("bash-{}", ctx.tag()));
-        std::os::unix::fs::symlink(&bash, &bash_link).expect("symlink bash");
-
         // JOBCTL_SESSION_ROOT=1 keeps the session root, for `JOBCTL_WRAPPER="sudo -n"`.
         let drop_privs = is_root() && std::env::var_os("JOBCTL_SESSION_ROOT").is_none();
-        let (master, slave) = open_pty(drop_privs.then_some(NOBODY)).expect("open a pty");
-        let mut cmd = Command::new(&bash_link);
-        cmd.args(["--norc", "--noprofile", "--noediting", "-i"])
-            .env_clear()
-            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-            .env("HOME", &ctx.dir)
-            .env("TERM", "dumb")
-            .env("LC_ALL", "C")
-            .env("PS1", PROMPT)
-            .env("HISTFILE", "/dev/null")
-            .env("PYTHONDONTWRITEBYTECODE", "1")
-            .current_dir(&ctx.dir)
-            .stdin(Stdio::from(slave.try_clone().expect("dup slave")))
-            .stdout(Stdio::from(slave.try_clone().expect("dup slave")))
-            .stderr(Stdio::from(slave));
-        // SAFETY: only async-signal-safe calls (setsid, ioctl, setgroups, setgid, setuid).
-        unsafe {
-            cmd.pre_exec(move || {
-                if libc::setsid() < 0 || libc::ioctl(0, libc::TIOCSCTTY, 0) != 0 {
-                    return Err(io::Error::last_os_error());
-                }
-                if drop_privs
-                    && (libc::setgroups(0, std::ptr::null()) != 0
-                        || libc::setgid(NOBODY) != 0
-                        || libc::setuid(NOBODY) != 0)
-                {
-                    return Err(io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
-        let bash = cmd.spawn().expect("spawn bash");
-        drop(cmd);
-
-        let out = Arc::new(Mutex::new(Vec::new()));
-        let mut reader = master.try_clone().expect("dup master");
-        let sink = Arc::clone(&out);
-        // Reads until every slave fd is closed (EIO); owns its own fd, so closing ours is safe.
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            loop {
-                match reader.read(&mut buf) {
-                    Ok(0) => break,
-                    Ok(n) => sink.lock().unwrap_or_else(|e| e.into_inner()).extend_from_slice(&buf[..n]),
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    Err(_) => break,
-                }
-            }
-        });
         let (wrapper, events) = wrapper();
         let events = events.then(|| ctx.path("events.jsonl"));
-        let mut s = Session { bash, master, out, cursor: 0, wrapper, events, python, program, ctx };
-        let first = s.expect(PROMPT);
-        assert!(!first.contains("job control"), "bash has no job control: {first:?}");
-        if drop_privs {
-            let status = fs::read_to_string(format!("/proc/{}/status", s.bash_pid())).unwrap_or_default();
-            let uid = status.lines().find_map(|l| l.strip_prefix("Uid:")).unwrap_or_default();
-            assert_eq!(uid.split_whitespace().next(), Some("65534"), "bash runs as nobody: {uid:?}");
-        }
-        Some(s)
-    }
-
-    fn transcript(&self) -> String {
-        let buf = self.out.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        String::from_utf8_lossy(&buf)
-            .chars()
-            .filter(|&c| c != '\r')
-            .map(
-                |c| {
-                    if c.is_control() && c != '\n' {
-                        format!("^{}", char::from((c as u8) ^ 0x40))
-                    } else {
-                        c.to_string()
-                    }
-                },
-            )
-            .collect()
-    }
-
-    /// Waits until `needle` appears after the cursor; returns the text from the cursor to the
-    /// end of the line holding it and moves the cursor past that line.
-    fn expect(&mut self, needle: &str) -> String {
-        let end = Instant::now() + DEADLINE;
-        loop {
-            {
-                let buf = self.out.lock().unwrap_or_else(|e| e.into_inner());
-                let text = &buf[self.cursor..];
-                if let Some(at) = text.windows(needle.len()).position(|w| w == needle.as_bytes()) {
-                    let after = at + needle.len();
-                    // A marker line counts once complete; the prompt has no newline.
-                    let stop = if needle == PROMPT {
-                        Some(after)
-                    } else {
-                        text[after..].iter().position(|&b| b == b'\n').map(|i| after + i + 1)
-                    };
-                    if let Some(stop) = stop {
-                        let chunk = String::from_utf8_lossy(&text[..stop]).replace('\r', "");
-                        self.cursor += stop;
-                        return chunk;
-                    }
-                }
-            }
-            if Instant::now() > end {
-                panic!(
-                    "timed out after {DEADLINE:?} waiting for {needle:?} (wrapper {:?}); terminal so far:\n{}",
-                    self.wrapper,
-                    self.transcript()
-                );
-            }
-            std::thread::sleep(POLL);
-        }
-    }
-
-    /// The line holding `needle` (which must not occur in anything typed).
-    fn expect_line(&mut self, needle: &str) -> String {
-        let chunk = self.expect(needle);
-        let line = chunk.lines().rev().find(|l| l.contains(needle)).unwrap_or_default();
-        line[line.find(needle).unwrap_or(0)..].trim().to_string()
-    }
-
-    fn send(&mut self, text: &str) {
-        self.master.write_all(text.as_bytes()).expect("write to the pty");
-    }
-
-    fn type_line(&mut self, line: &str) {
-        self.send(&format!("{line}\n"));
+        let pty = Pty::bash(ctx, name, PROMPT, &[("PYTHONDONTWRITEBYTECODE", "1")], drop_privs)?;
+        Some(Session { pty, wrapper, events, python, program })
     }
 
     /// `WRAPPER python3 program MODE NONCE [--child] [3>>EVENTS]`.
@@ -315,7 +136,7 @@ impl Session {
     fn events(&self) -> Vec<serde_json::Value> {
         self.events
             .as_ref()
-            .map(|p| common::parse_events(&fs::read_to_string(p).unwrap_or_default()))
+            .map(|p| harness::parse_events(&fs::read_to_string(p).unwrap_or_default()))
             .unwrap_or_default()
     }
 
@@ -343,59 +164,27 @@ impl Session {
     /// Asks `jobs` until it reports job 1 stopped (bash learns of a stop through SIGCHLD, which
     /// may trail the /proc state the test saw).
     fn wait_job_stopped(&mut self) -> String {
-        let end = Instant::now() + DEADLINE;
-        loop {
+        wait_for("job 1 reported stopped by `jobs`", || {
             self.type_line(r#"jobs; echo "JC""-JOBS""#);
             let chunk = self.expect("JC-JOBS");
-            if let Some(l) = chunk.lines().find(|l| l.starts_with("[1]") && l.contains("Stopped")) {
-                return l.to_string();
-            }
-            assert!(Instant::now() < end, "job 1 never reported stopped; terminal:\n{}", self.transcript());
-            std::thread::sleep(POLL);
-        }
-    }
-
-    fn bash_pid(&self) -> i32 {
-        self.bash.id() as i32
+            chunk.lines().find(|l| l.starts_with("[1]") && l.contains("Stopped")).map(str::to_string)
+        })
     }
 
     /// Waits until nothing tagged is left but bash.
     fn wait_only_bash_left(&self, what: &str) {
         let bash = self.bash_pid();
-        let end = Instant::now() + DEADLINE;
-        loop {
-            let left: Vec<i32> = tagged_pids(&self.ctx.nonce).into_iter().filter(|&p| p != bash).collect();
-            if left.is_empty() {
-                return;
-            }
-            assert!(
-                Instant::now() < end,
-                "{what}: still running {:?}; terminal:\n{}",
-                common::describe(&left),
-                self.transcript()
-            );
-            std::thread::sleep(POLL);
-        }
+        wait_for(&format!("{what}: nothing tagged left but bash"), || {
+            tagged_pids(&self.ctx.nonce).into_iter().all(|p| p == bash).then_some(())
+        });
     }
 
     /// Waits for `pid`'s /proc state to become `state` (e.g. `b'T'`).
     fn wait_state(&self, pid: i32, state: u8, what: &str) {
-        let end = Instant::now() + DEADLINE;
-        loop {
-            match stat(pid) {
-                Some((s, _, _)) if s == state => return,
-                Some(_) => {}
-                None => panic!("{what}: pid {pid} is gone; terminal:\n{}", self.transcript()),
-            }
-            assert!(
-                Instant::now() < end,
-                "{what}: pid {pid} is in state {:?}, not {}; terminal:\n{}",
-                stat(pid).map(|s| char::from(s.0)),
-                char::from(state),
-                self.transcript()
-            );
-            std::thread::sleep(POLL);
-        }
+        wait_for(&format!("{what}: pid {pid} in state {}", char::from(state)), || match stat(pid) {
+            Some((s, _, _)) => (s == state).then_some(()),
+            None => panic!("{what}: pid {pid} is gone"),
+        });
     }
 
     fn wait_gone(&self, pid: i32, what: &str) {
@@ -418,6 +207,23 @@ impl Session {
         }
     }
 
+    /// Types `ping`: the program reads it with its process group holding the terminal
+    /// (`why` says why it should).
+    fn ping_in_the_foreground(&mut self, why: &str) {
+        self.type_line("ping");
+        let got = self.expect_line("JC-GOT ping");
+        assert_eq!(field(&got, "fg"), 1, "{why}: {got:?}");
+    }
+
+    /// Types `q`: the program and the wrapper end, `$?` is 0, and nothing but bash is left.
+    fn quit(&mut self, provider: i32, wrapper: i32) {
+        self.type_line("q");
+        self.wait_gone(provider, "the program after q");
+        self.wait_gone(wrapper, "the wrapper after the program");
+        assert_eq!(self.status(), 0);
+        self.wait_only_bash_left("after q");
+    }
+
     /// ^Z on a foreground program: bash reports the job stopped and reads commands again,
     /// and the program and the wrapper are both stopped.
     fn suspend(&mut self, provider: i32, key: &str) -> i32 {
@@ -434,11 +240,8 @@ impl Session {
 
 impl Drop for Session {
     fn drop(&mut self) {
-        kill_tagged(&self.ctx.nonce);
-        let _ = self.bash.kill();
-        let _ = self.bash.wait();
-        if std::thread::panicking() || std::env::var_os("JOBCTL_TRANSCRIPT").is_some() {
-            eprintln!("terminal transcript ({}):\n{}", self.ctx.tag(), self.transcript());
+        // The pty prints the transcript; guardian's events go with it.
+        if std::thread::panicking() || std::env::var_os("PTY_TRANSCRIPT").is_some() {
             if let Some(p) = &self.events {
                 eprintln!("guardian's events:\n{}", fs::read_to_string(p).unwrap_or_default());
             }
@@ -463,9 +266,7 @@ fn case2_fg_continues_with_the_terminal_and_ctrl_c_ends_it() {
     let wrapper = s.suspend(provider, CTRL_Z);
     s.type_line("fg");
     s.expect_line("JC-CONT");
-    s.type_line("ping");
-    let got = s.expect_line("JC-GOT ping");
-    assert_eq!(field(&got, "fg"), 1, "after fg the program's group holds the terminal: {got:?}");
+    s.ping_in_the_foreground("after fg the program's group holds the terminal");
     s.send(CTRL_C);
     s.wait_gone(provider, "the program after ^C");
     s.wait_gone(wrapper, "the wrapper after ^C");
@@ -509,14 +310,8 @@ fn case4_background_start_then_fg_gets_the_terminal() {
     s.wait_job_stopped();
     s.type_line("fg");
     s.expect_line("JC-CONT");
-    s.type_line("ping");
-    let got = s.expect_line("JC-GOT ping");
-    assert_eq!(field(&got, "fg"), 1, "after fg the program's group holds the terminal: {got:?}");
-    s.type_line("q");
-    s.wait_gone(provider, "the program after q");
-    s.wait_gone(wrapper, "the wrapper after the program");
-    assert_eq!(s.status(), 0);
-    s.wait_only_bash_left("after q");
+    s.ping_in_the_foreground("after fg the program's group holds the terminal");
+    s.quit(provider, wrapper);
 }
 
 /// Case 4, the other order: `WRAPPER cmd &`, then `fg` while the program runs and has not
@@ -538,14 +333,8 @@ fn case4_fg_before_the_background_program_reads_the_terminal() {
         (pgrp_and_tpgid(s.bash_pid()).map(|(_, tpgid)| tpgid) == Some(wrapper_pgrp)).then_some(())
     });
     s.ctx.release(&late);
-    s.type_line("ping");
-    let got = s.expect_line("JC-GOT ping");
-    assert_eq!(field(&got, "fg"), 1, "after fg the program's group holds the terminal: {got:?}");
-    s.type_line("q");
-    s.wait_gone(provider, "the program after q");
-    s.wait_gone(wrapper, "the wrapper after the program");
-    assert_eq!(s.status(), 0);
-    s.wait_only_bash_left("after q");
+    s.ping_in_the_foreground("after fg the program's group holds the terminal");
+    s.quit(provider, wrapper);
 }
 
 /// Case 5: a full-screen program that stops its own process group on a ^Z key (raw mode,
@@ -604,14 +393,8 @@ fn case6_foreground_program_reads_the_terminal() {
     let (provider, ready) = s.run_program("cooked", false);
     assert_eq!(field(&ready, "fg"), 1, "the program's group holds the terminal: {ready:?}");
     let wrapper = s.wrapper_of(provider);
-    s.type_line("ping");
-    let got = s.expect_line("JC-GOT ping");
-    assert_eq!(field(&got, "fg"), 1, "{got:?}");
-    s.type_line("q");
-    s.wait_gone(provider, "the program after q");
-    s.wait_gone(wrapper, "the wrapper after the program");
-    assert_eq!(s.status(), 0);
-    s.wait_only_bash_left("after q");
+    s.ping_in_the_foreground("the program reads the terminal");
+    s.quit(provider, wrapper);
 }
 
 /// Case 6, unchanged behaviour: a wrapper started in the background never takes the terminal
@@ -642,7 +425,7 @@ fn case7_stop_from_outside_does_not_stop_the_wrapper() {
     let Some(mut s) = Session::start("jobctl-case7") else { return };
     let (provider, _) = s.run_program("cooked", false);
     let wrapper = s.wrapper_of(provider);
-    assert!(common::signal_tagged(provider, &s.ctx.nonce, libc::SIGSTOP), "SIGSTOP the program");
+    assert!(harness::signal_tagged(provider, &s.ctx.nonce, libc::SIGSTOP), "SIGSTOP the program");
     s.wait_state(provider, b'T', "the program stopped by SIGSTOP");
     if s.events.is_some() {
         wait_for("guardian's `stopped` event about the program", || {
@@ -651,16 +434,10 @@ fn case7_stop_from_outside_does_not_stop_the_wrapper() {
     }
     let (state, _, _) = stat(wrapper).expect("the wrapper's stat");
     assert_ne!(state, b'T', "the wrapper must not stop itself for a stop from outside");
-    assert!(common::signal_tagged(provider, &s.ctx.nonce, libc::SIGCONT), "SIGCONT the program");
-    s.type_line("ping");
-    let got = s.expect_line("JC-GOT ping");
-    assert_eq!(field(&got, "fg"), 1, "the program kept the terminal: {got:?}");
-    s.type_line("q");
-    s.wait_gone(provider, "the program after q");
-    s.wait_gone(wrapper, "the wrapper after the program");
-    assert_eq!(s.status(), 0);
+    assert!(harness::signal_tagged(provider, &s.ctx.nonce, libc::SIGCONT), "SIGCONT the program");
+    s.ping_in_the_foreground("the program kept the terminal");
+    s.quit(provider, wrapper);
     assert!(!s.transcript().contains("Stopped"), "the shell never saw the job stop:\n{}", s.transcript());
-    s.wait_only_bash_left("after q");
 }
 
 /// Without a terminal: a provider stopped from outside keeps guardian running (it handles
@@ -674,7 +451,7 @@ fn no_terminal_stopped_provider_is_still_torn_down_by_sigterm() {
     let provider = ctx.wait_pid_file("pid");
     let child = ctx.wait_pid_file("child");
     for pid in [provider, child] {
-        assert!(common::signal_tagged(pid, &ctx.nonce, libc::SIGSTOP));
+        assert!(harness::signal_tagged(pid, &ctx.nonce, libc::SIGSTOP));
     }
     wait_for("the provider to be stopped", || stat(provider).is_some_and(|s| s.0 == b'T').then_some(()));
     g.signal(libc::SIGTERM);
@@ -694,7 +471,7 @@ fn no_terminal_stopped_provider_is_still_torn_down_by_timeout() {
     let script = format!("{} & echo $$ > pid; wait", ctx.sleep());
     let mut g = ctx.guardian().args(["--timeout", "2s"]).script(&script).spawn();
     let provider = ctx.wait_pid_file("pid");
-    assert!(common::signal_tagged(provider, &ctx.nonce, libc::SIGSTOP));
+    assert!(harness::signal_tagged(provider, &ctx.nonce, libc::SIGSTOP));
     let code = g.wait_code();
     assert_eq!(code, 124, "stderr: {}", g.stderr());
     ctx.wait_tree_gone();
@@ -719,9 +496,7 @@ fn ctrl_z_under_sh_c_stops_the_whole_job_and_fg_resumes_it() {
     s.wait_state(guardian, b'T', "the wrapper stopped with its job");
     s.type_line("fg");
     s.expect_line("JC-CONT");
-    s.type_line("ping");
-    let got = s.expect_line("JC-GOT ping");
-    assert_eq!(field(&got, "fg"), 1, "after fg the program's group holds the terminal: {got:?}");
+    s.ping_in_the_foreground("after fg the program's group holds the terminal");
     s.type_line("q");
     assert_eq!(s.expect_line("JC-DONE="), "JC-DONE=0", "the script goes on after the wrapper");
     assert_eq!(s.status(), 0);
@@ -778,7 +553,7 @@ fn orphaned_background_wrapper_never_takes_the_shells_input() {
     let (state, _, _) = stat(provider).expect("the program's stat");
     assert_eq!(state, b'T', "the program is still stopped");
     assert!(!s.transcript().contains("JC-GOT"), "the program read the shell's input:\n{}", s.transcript());
-    assert!(common::signal_tagged(guardian, &s.ctx.nonce, libc::SIGTERM), "SIGTERM the wrapper");
+    assert!(harness::signal_tagged(guardian, &s.ctx.nonce, libc::SIGTERM), "SIGTERM the wrapper");
     s.wait_only_bash_left("SIGTERM ends the orphaned tree");
     s.shell_answers();
 }
@@ -797,9 +572,7 @@ fn stdin_from_a_pipe_program_reads_and_sets_the_terminal() {
             let set = s.expect_line("JC-SET");
             assert_eq!(field(&set, "fg"), 1, "tcsetattr went through with the terminal: {set:?}");
         }
-        s.type_line("ping");
-        let got = s.expect_line("JC-GOT ping");
-        assert_eq!(field(&got, "fg"), 1, "the program read /dev/tty in the foreground: {got:?}");
+        s.ping_in_the_foreground("the program read /dev/tty in the foreground");
         if options.is_empty() {
             let set = s.expect_line("JC-SET");
             assert_eq!(field(&set, "fg"), 1, "{set:?}");

@@ -16,8 +16,23 @@ mod job_control;
 mod namespaces;
 mod restricted;
 mod security;
+mod sentinel;
 mod signals_all;
 mod startup_hostile;
 mod supervise_stop;
 mod teardown_hostile;
 mod terminal;
+
+/// The README's list of areas is the list above: an area added here and not there fails.
+#[test]
+fn the_readme_names_every_area() {
+    let areas: Vec<&str> = include_str!("main.rs")
+        .lines()
+        .filter_map(|l| l.strip_prefix("mod ")?.strip_suffix(';'))
+        .filter(|m| *m != "harness")
+        .collect();
+    let readme = include_str!("README.md");
+    let missing: Vec<&&str> = areas.iter().filter(|a| !readme.contains(&format!("`{a}`"))).collect();
+    assert!(areas.len() >= 16, "{areas:?}");
+    assert!(missing.is_empty(), "tests/it/README.md does not name the areas {missing:?}");
+}

@@ -8,10 +8,8 @@
 //! logging number and sender, and keeps a `setsid` child tagged with the test's nonce.
 
 use std::fs;
-use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::ExitStatusExt;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 
 use crate::harness::*;
 
@@ -96,18 +94,6 @@ int main(int argc, char **argv) {
 }
 "#;
 
-/// The helper program, compiled into the test's own directory (removed with it; uid 65534
-/// can reach it there).
-fn helper(ctx: &Ctx) -> PathBuf {
-    let src = ctx.path("sighelper.c");
-    let bin = ctx.path("sighelper");
-    fs::write(&src, HELPER_C).expect("write helper source");
-    let out = Command::new("cc").arg("-O1").arg("-o").arg(&bin).arg(&src).output().expect("run cc (gcc is needed)");
-    assert!(out.status.success(), "cc failed: {}", String::from_utf8_lossy(&out.stderr));
-    fs::set_permissions(&bin, fs::Permissions::from_mode(0o755)).expect("chmod helper");
-    bin
-}
-
 /// (signo, sender pid) of every signal the provider logged.
 fn received(log: &Path) -> Vec<(i32, i32)> {
     let text = fs::read_to_string(log).unwrap_or_default();
@@ -148,7 +134,7 @@ fn every_signal(pid1: bool) {
     let ctx = Ctx::new(if pid1 { "signals-all-pid1" } else { "signals-all" });
     let log = ctx.path("received.log");
     let child_file = ctx.path("child.pid");
-    let helper = helper(&ctx);
+    let helper = ctx.c_program("sighelper", HELPER_C);
     // Nothing blocked or ignored when guardian starts (a signal ignored then stays ignored, so
     // it could not reach the provider).
     let wrap = [helper.as_os_str().to_owned(), "wrap".into(), "0".into(), "0".into()];
@@ -186,7 +172,8 @@ fn every_signal(pid1: bool) {
         let (_, ppid, _) = stat(provider).expect("the provider's stat");
         (ppid, 1)
     } else {
-        (g.pid(), g.pid())
+        // Behind the sentinel: signals go to the host's child, and arrive from guardian's own.
+        (g.pid(), g.inner_pid())
     };
     let pidfd = rustix::process::Pid::from_raw(target)
         .map(|p| rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty()))
@@ -263,7 +250,7 @@ fn provider_gets_the_callers_mask_and_ignored_set() {
     let block = bits(&[libc::SIGHUP, libc::SIGUSR1, libc::SIGTERM, 32, 33, 34, 40, 64]);
     let ignore = bits(&[libc::SIGUSR2, libc::SIGCHLD, libc::SIGWINCH, 33, 35]);
     let out = ctx.path("status.txt");
-    let helper = helper(&ctx);
+    let helper = ctx.c_program("sighelper", HELPER_C);
     let mut g = ctx
         .guardian()
         .wrapper([

@@ -11,7 +11,6 @@
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
 
 use crate::harness::*;
 
@@ -168,23 +167,6 @@ impl Drop for SetuidProgram {
     }
 }
 
-/// Compiles `source` into the test's directory as `NAME-TAG` (so argv[0] carries the nonce).
-fn compile(ctx: &Ctx, name: &str, source: &str) -> PathBuf {
-    let src = ctx.path(&format!("{name}.c"));
-    fs::write(&src, source).expect("write C source");
-    let bin = ctx.path(&format!("{name}-{}", ctx.tag()));
-    let out = Command::new("cc")
-        .args(["-O1", "-pthread", "-o"])
-        .arg(&bin)
-        .arg(&src)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run cc (these tests need a C compiler, as CI has): {e}"));
-    assert!(out.status.success(), "cc {name}.c failed: {}", String::from_utf8_lossy(&out.stderr));
-    fs::set_permissions(&bin, fs::Permissions::from_mode(0o755)).expect("chmod");
-    bin
-}
-
 /// (state, num_threads) of `pid` from `/proc/PID/stat`.
 fn state_threads(pid: i32) -> Option<(u8, u32)> {
     let buf = fs::read(format!("/proc/{pid}/stat")).ok()?;
@@ -272,7 +254,7 @@ enum Mode {
 
 fn main_thread_exit(how: &str, mode: Mode) {
     let ctx = Ctx::new(&format!("leaderless-{how}"));
-    let prog = compile(&ctx, "leaderless", MAIN_THREAD_EXIT);
+    let prog = ctx.c_program("leaderless", MAIN_THREAD_EXIT);
     ctx.fifo("go");
     // A long grace: the process exits on the stop signal, so only a failure waits for it.
     let builder = ctx.guardian().args(["--grace", "10s"]).script(&format!(
@@ -321,7 +303,7 @@ fn pthread_exit_in_main_is_stopped_as_pid1() {
 fn unsignallable_provider_is_named_and_no_signal_is_claimed() {
     need_root!("install a set-user-ID root program");
     let ctx = Ctx::new("unsignallable");
-    let prog = compile(&ctx, "become-root", BECOME_ROOT);
+    let prog = ctx.c_program("become-root", BECOME_ROOT);
     let _remove = SetuidProgram(prog.clone());
     // Owned by root, set-user-ID, executable by group 65534 only: guardian (nobody) starts it,
     // and it becomes root.
@@ -358,7 +340,7 @@ fn unsignallable_provider_is_named_and_no_signal_is_claimed() {
 /// under `--timeout`, so does the provider (also a counter, with a counting child).
 fn stop_signal_once(mode: Mode, mount_proc: bool, timeout: bool, extra: &[&str]) {
     let ctx = Ctx::new("stop-once");
-    let prog = compile(&ctx, "counter", COUNTER);
+    let prog = ctx.c_program("counter", COUNTER);
     let tag = ctx.tag();
     // Long enough for the counters' handlers to run on a loaded machine before SIGKILL, and for
     // a repeating teardown to repeat the signal many times.
@@ -483,7 +465,7 @@ fn a_process_forked_after_its_parent_heard_the_stop_signal_hears_it_too() {
 fn every_child_of_a_wide_parent_hears_the_stop_signal() {
     const N: usize = 2000;
     let ctx = Ctx::new("wide");
-    let prog = compile(&ctx, "fan", FAN);
+    let prog = ctx.c_program("fan", FAN);
     let mut g = ctx
         .guardian()
         .args(["--grace", "25s"])
@@ -573,7 +555,7 @@ int main(int argc, char **argv) {
 /// Runs PROGRAM (argv: parent.log TAG child.log) as the provider's child, lets the provider
 /// exit once both logs are ready, and returns guardian's events once everything is gone.
 fn parent_and_child_logs(ctx: &Ctx, name: &str, source: &str) -> Vec<Value> {
-    let prog = compile(ctx, name, source);
+    let prog = ctx.c_program(name, source);
     let tag = ctx.tag();
     let mut g = ctx
         .guardian()
@@ -607,7 +589,7 @@ fn a_child_forked_by_a_second_thread_of_guardians_child_hears_the_stop_signal() 
 #[test]
 fn a_child_forked_by_a_second_thread_of_the_provider_hears_the_timeouts_stop_signal() {
     let ctx = Ctx::new("thread-fork-provider");
-    let prog = compile(&ctx, "thread-forker", THREAD_FORKER);
+    let prog = ctx.c_program("thread-forker", THREAD_FORKER);
     let tag = ctx.tag();
     let p = prog.to_str().expect("utf-8 path");
     let mut g = ctx
@@ -632,7 +614,7 @@ fn a_child_forked_by_a_second_thread_of_the_provider_hears_the_timeouts_stop_sig
 fn stop_signal_once_as_pid1_when_pidfd_open_is_refused_midway() {
     need_pid_namespace!();
     let ctx = Ctx::new("stop-once-pidfd");
-    let prog = compile(&ctx, "counter", COUNTER);
+    let prog = ctx.c_program("counter", COUNTER);
     let tag = ctx.tag();
     let mut g = ctx
         .guardian()

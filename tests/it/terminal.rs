@@ -130,3 +130,88 @@ fn provider_shares_the_terminal_when_guardians_group_is_outside_its_namespace() 
     let line = text.lines().find(|l| l.contains("provider stat=")).unwrap_or_else(|| panic!("no report in: {text}"));
     assert!(line.contains('+'), "the provider is in the terminal's foreground group: {text}");
 }
+
+/// `shell` (with job control, `set -m`) inside `script`, with `input` typed at the terminal;
+/// stdin stays open until the shell is done (`script` ends its session at EOF on stdin).
+fn in_pty_typing(shell: &str, input: &str) -> Result<String, String> {
+    use std::io::{Read, Write};
+    let guardian = guardian_bin().display().to_string();
+    let setpriv = if is_root() { format!("{} ", SETPRIV_NOBODY.join(" ")) } else { String::new() };
+    let script = shell.replace("GUARDIAN", &format!("{setpriv}{guardian}"));
+    let mut child = Command::new("script")
+        .args(["-qec", &format!("sh -c 'set -m; {script}'"), "/dev/null"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run script: {e}"))?;
+    let mut stdin = child.stdin.take().expect("stdin");
+    let _ = stdin.write_all(input.as_bytes());
+    let mut stdout = child.stdout.take().expect("stdout");
+    let reader = std::thread::spawn(move || {
+        let mut text = Vec::new();
+        let _ = stdout.read_to_end(&mut text);
+        text
+    });
+    let status = wait_for("the pty session to end", || child.try_wait().expect("try_wait"));
+    drop(stdin);
+    let text = String::from_utf8_lossy(&reader.join().unwrap_or_default()).into_owned();
+    if !status.success() {
+        return Err(format!("script failed ({status}): {text}"));
+    }
+    Ok(text)
+}
+
+/// An interactive shell under guardian as PID 1 of a new PID namespace, started at a terminal
+/// without a new session (tini's `test_tty_shell_exit_0`), and under a guardian that
+/// `nsenter -p` starts in an existing namespace: guardian's group lies outside the namespace,
+/// yet the shell gets a group of its own holding the terminal, runs its jobs in the
+/// foreground (job control), and `exit 0` is status 0 (issue 22.6: dash said "Cannot set tty
+/// process group (No such process)" and exited 2).
+#[test]
+fn interactive_shell_keeps_its_terminal_when_guardians_group_is_outside_its_namespace() {
+    need_root!("unshare --pid");
+    need_program!("unshare", "util-linux");
+    need_program!("nsenter", "util-linux");
+    need_program!("script", "bsdutils");
+    need_program!("setpriv", "util-linux");
+    if !std::path::Path::new("/bin/dash").exists() {
+        panic!("dash is not installed: install dash");
+    }
+    let n = random_digits(12);
+    let ns = Command::new("unshare")
+        .args(["--pid", "--fork", "--mount-proc", "--kill-child", "sleep", &format!("100.{n}")])
+        .spawn()
+        .expect("start a PID namespace");
+    let init = wait_for("the namespace's init", || {
+        let kids = std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", ns.id())).ok()?;
+        kids.split_whitespace().next()?.parse::<i32>().ok()
+    });
+    // The typed lines are echoed: the reports' tags are joined only when they run.
+    let job = r#"sh -c "echo JOB''OUT pgid=\$(ps -o pgid= -p \$\$) tpgid=\$(ps -o tpgid= -p \$\$)""#;
+    let input = format!("echo SHELL''OUT pgid=$(ps -o pgid= -p $$) tpgid=$(ps -o tpgid= -p $$)\n{job}\nexit 0\n");
+    for (how, prefix) in [
+        ("unshare -pf", "unshare --pid --fork --mount-proc".to_string()),
+        ("nsenter -p", format!("nsenter -t {init} -p -m")),
+    ] {
+        let text = match in_pty_typing(&format!("{prefix} GUARDIAN -- dash -i; echo status=$?"), &input) {
+            Ok(text) => text,
+            Err(why) => {
+                let _ = rustix::process::kill_process(
+                    rustix::process::Pid::from_raw(ns.id() as i32).expect("pid"),
+                    rustix::process::Signal::KILL,
+                );
+                panic!("{how}: {why}")
+            }
+        };
+        assert!(!text.contains("Cannot set tty process group"), "{how}: {text}");
+        assert!(text.contains("status=0"), "{how}: exit 0 is status 0: {text}");
+        let (pgid, tpgid) = groups(&text, "SHELLOUT");
+        assert_eq!(pgid, tpgid, "{how}: the shell's group holds the terminal: {text}");
+        let (job_pgid, job_tpgid) = groups(&text, "JOBOUT");
+        assert_eq!(job_pgid, job_tpgid, "{how}: the shell's job runs in the foreground: {text}");
+        assert_ne!(job_pgid, pgid, "{how}: in a group of its own (job control): {text}");
+    }
+    let mut ns = ns;
+    let _ = ns.kill();
+    let _ = ns.wait();
+}

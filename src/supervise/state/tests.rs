@@ -9,14 +9,23 @@ fn ms(n: u64) -> Duration {
 }
 
 fn state_with(timeout: Option<Duration>, wait_descendants: bool, terminal: Terminal) -> State {
-    let cfg =
-        Config { grace: GRACE, timeout, wait_descendants, started: ms(0), job_control: true, stdin_terminal: true };
+    let cfg = Config { grace: GRACE, timeout, wait_descendants, ..config(GRACE) };
     State::new(cfg, terminal, false)
 }
 
 /// No timeout, descendants stopped at the provider's exit, job control on.
 fn config(grace: Duration) -> Config {
-    Config { grace, timeout: None, wait_descendants: false, started: ms(0), job_control: true, stdin_terminal: true }
+    Config {
+        forward_to: Target::Provider,
+        rounds_reach_descendants: true,
+        stop_round_reaches_provider: false,
+        grace,
+        timeout: None,
+        wait_descendants: false,
+        started: ms(0),
+        job_control: true,
+        stdin_terminal: true,
+    }
 }
 
 fn state() -> State {
@@ -35,7 +44,7 @@ fn reaped(provider: Option<WaitStatus>, echild: bool) -> Happened {
 fn running_has_no_timer_and_forwards() {
     let mut s = state();
     assert_eq!(s.next_deadline(), None, "an idle guardian makes no context switch");
-    assert_eq!(s.on(Happened::Signal(libc::SIGUSR1), ms(5)), vec![Action::Forward(libc::SIGUSR1)]);
+    assert_eq!(s.on(Happened::Signal(libc::SIGUSR1), ms(5)), vec![Action::Forward(libc::SIGUSR1, Target::Provider)]);
     assert_eq!(s.phase(), Phase::Running);
 }
 
@@ -74,7 +83,10 @@ fn first_stop_request_signals_the_provider_once_and_arms_the_grace() {
     let out = s.on(Happened::StopRequest, ms(50));
     assert_eq!(
         out,
-        vec![Action::EmitStopping { reason: "signal", grace_ms: 1000 }, Action::StopProvider { reason: "forwarded" }]
+        vec![
+            Action::EmitStopping { reason: "signal", grace_ms: 1000 },
+            Action::StopProvider { reason: StopReason::Signal, to: Target::Provider }
+        ]
     );
     assert_eq!(s.phase(), Phase::Stopping { reason: StopReason::Signal, deadline: ms(1050) });
     assert_eq!(s.next_deadline(), Some(ms(1050)));
@@ -143,7 +155,7 @@ fn timeout_and_parent_death_reach_the_whole_tree_at_once() {
         out,
         vec![
             Action::EmitStopping { reason: "timeout", grace_ms: 1000 },
-            Action::StopProvider { reason: "timeout" },
+            Action::StopProvider { reason: StopReason::Timeout, to: Target::Provider },
             Action::Round { kill: false, outside_leaf: true }
         ]
     );
@@ -154,7 +166,7 @@ fn timeout_and_parent_death_reach_the_whole_tree_at_once() {
 
     let mut s = state();
     let out = s.on(Happened::ParentDied, ms(0));
-    assert_eq!(out[1], Action::StopProvider { reason: "parent-died" });
+    assert_eq!(out[1], Action::StopProvider { reason: StopReason::ParentDied, to: Target::Provider });
 }
 
 #[test]
@@ -238,14 +250,7 @@ fn job_stop_without_a_terminal_does_not_suspend_guardian() {
     assert_eq!(s.phase(), Phase::ProviderStopped { signal: libc::SIGTSTP });
     // PID 1 (container): the kernel would discard guardian's own stop, and no shell
     // above would see it: ^Z means nothing, the provider is continued.
-    let cfg = Config {
-        grace: GRACE,
-        timeout: None,
-        wait_descendants: false,
-        started: ms(0),
-        job_control: false,
-        stdin_terminal: true,
-    };
+    let cfg = Config { job_control: false, stdin_terminal: true, ..config(GRACE) };
     let mut s = State::new(cfg, Terminal::Provider, false);
     let out = s.on(Happened::ProviderStopped { signal: libc::SIGTSTP, foreground: Foreground::Provider }, ms(0));
     assert_eq!(out, vec![Action::EmitStopped { signal: libc::SIGTSTP }, Action::ContinueProviderGroup]);
@@ -336,7 +341,10 @@ fn refused_suspend_of_a_background_guardian_never_takes_the_terminal() {
         assert_eq!(s.phase(), Phase::ProviderStopped { signal: libc::SIGTTIN });
         // The stopped provider is still stopped and killed on request.
         let out = s.on(Happened::StopRequest, ms(2));
-        assert_eq!(out[1..], [Action::StopProvider { reason: "forwarded" }, Action::ContinueProviderGroup]);
+        assert_eq!(
+            out[1..],
+            [Action::StopProvider { reason: StopReason::Signal, to: Target::Provider }, Action::ContinueProviderGroup]
+        );
     }
     // A ^Z-like stop while another group holds the terminal: the same.
     let mut s = state_with(None, false, Terminal::Guardian);
@@ -351,14 +359,7 @@ fn terminal_use_without_a_hand_off_at_start_gets_the_terminal() {
     // its group is the foreground; cmd reads /dev/tty (SIGTTIN) or sets it (SIGTTOU).
     for job_control in [true, false] {
         for signal in [libc::SIGTTIN, libc::SIGTTOU] {
-            let cfg = Config {
-                grace: GRACE,
-                timeout: None,
-                wait_descendants: false,
-                started: ms(0),
-                job_control,
-                stdin_terminal: false,
-            };
+            let cfg = Config { job_control, stdin_terminal: false, ..config(GRACE) };
             let mut s = State::new(cfg, Terminal::Guardian, false);
             let out = s.on(Happened::ProviderStopped { signal, foreground: Foreground::Guardian }, ms(0));
             assert_eq!(
@@ -378,16 +379,12 @@ fn terminal_use_without_a_hand_off_at_start_gets_the_terminal() {
 fn without_the_terminal_on_fd_0_the_provider_gets_it_only_when_it_uses_it() {
     // `echo | guardian -- cmd`, or a driver (a TUI) whose group guardian shares, stdin a pipe:
     // the driver is what reads the terminal. ^Z of that group and `fg` must leave it there.
-    let cfg = Config {
-        grace: GRACE,
-        timeout: None,
-        wait_descendants: false,
-        started: ms(0),
-        job_control: true,
-        stdin_terminal: false,
-    };
+    let cfg = Config { stdin_terminal: false, ..config(GRACE) };
     let mut s = State::new(cfg, Terminal::Guardian, false);
-    assert_eq!(s.on(Happened::Continued { foreground: true }, ms(0)), vec![Action::Forward(libc::SIGCONT)]);
+    assert_eq!(
+        s.on(Happened::Continued { foreground: true }, ms(0)),
+        vec![Action::Forward(libc::SIGCONT, Target::Provider)]
+    );
     let out = s.on(Happened::ProviderStopped { signal: libc::SIGTSTP, foreground: Foreground::Guardian }, ms(1));
     assert_eq!(out, vec![Action::EmitStopped { signal: libc::SIGTSTP }, Action::SuspendSelf(libc::SIGTSTP)]);
     let out = s.on(Happened::Continued { foreground: true }, ms(2));
@@ -403,9 +400,12 @@ fn without_the_terminal_on_fd_0_the_provider_gets_it_only_when_it_uses_it() {
 fn fg_of_a_background_guardian_gives_the_provider_the_terminal() {
     let mut s = state_with(None, false, Terminal::Guardian);
     let out = s.on(Happened::Continued { foreground: true }, ms(0));
-    assert_eq!(out, vec![Action::GiveTerminal, Action::Forward(libc::SIGCONT)]);
+    assert_eq!(out, vec![Action::GiveTerminal, Action::Forward(libc::SIGCONT, Target::Provider)]);
     let mut s = state_with(None, false, Terminal::None);
-    assert_eq!(s.on(Happened::Continued { foreground: true }, ms(0)), vec![Action::Forward(libc::SIGCONT)]);
+    assert_eq!(
+        s.on(Happened::Continued { foreground: true }, ms(0)),
+        vec![Action::Forward(libc::SIGCONT, Target::Provider)]
+    );
 }
 
 #[test]
@@ -416,7 +416,7 @@ fn stop_request_while_suspended_or_stopped_stops_and_continues_the_provider() {
         let out = s.on(Happened::StopRequest, ms(5));
         assert_eq!(
             out[1..],
-            [Action::StopProvider { reason: "forwarded" }, Action::ContinueProviderGroup],
+            [Action::StopProvider { reason: StopReason::Signal, to: Target::Provider }, Action::ContinueProviderGroup],
             "the stop signal, then SIGCONT to the whole stopped group"
         );
         assert!(matches!(s.phase(), Phase::Stopping { .. }));
@@ -425,10 +425,55 @@ fn stop_request_while_suspended_or_stopped_stops_and_continues_the_provider() {
     let mut s = state_with(Some(ms(100)), false, Terminal::None);
     s.on(Happened::ProviderStopped { signal: libc::SIGSTOP, foreground: Foreground::Other }, ms(0));
     assert_eq!(s.next_deadline(), Some(ms(100)));
-    assert!(s.on(Happened::Tick, ms(100)).contains(&Action::StopProvider { reason: "timeout" }));
+    assert!(
+        s.on(Happened::Tick, ms(100))
+            .contains(&Action::StopProvider { reason: StopReason::Timeout, to: Target::Provider })
+    );
     // Provider exit while stopped (killed from outside) drains as usual, the terminal back.
     let mut s = state_with(None, false, Terminal::Provider);
     s.on(Happened::ProviderStopped { signal: libc::SIGSTOP, foreground: Foreground::Provider }, ms(0));
     let out = s.on(reaped(Some(WaitStatus(libc::SIGKILL)), true), ms(5));
     assert_eq!(out, vec![Action::TakeTerminal, Action::Release { code: 137 }]);
+}
+
+/// Config for guardian's own stop of the provider: `--forward-to`, whether rounds reach the
+/// descendants (not blind mode), whether the first stop round is a `kill(-1)` (PID 1).
+fn stop_config(forward_to: Target, rounds: bool, broadcast: bool) -> Config {
+    Config { forward_to, rounds_reach_descendants: rounds, stop_round_reaches_provider: broadcast, ..config(GRACE) }
+}
+
+#[test]
+fn the_owners_stop_with_forward_to_group_reaches_the_provider_then_its_groups_other_members() {
+    let mut s = State::new(stop_config(Target::Group, true, false), Terminal::None, false);
+    let out = s.on(Happened::StopRequest, ms(0));
+    assert_eq!(
+        out[1..],
+        [Action::StopProvider { reason: StopReason::Signal, to: Target::Provider }, Action::StopGroupMembers],
+        "the provider alone, then each other member once: a copy through the group would be a second one"
+    );
+    let mut s = State::new(stop_config(Target::Provider, true, false), Terminal::None, false);
+    assert!(!s.on(Happened::StopRequest, ms(0)).contains(&Action::StopGroupMembers));
+}
+
+#[test]
+fn in_blind_mode_the_stop_signal_goes_to_the_group_since_no_round_reaches_it() {
+    let mut s = State::new(stop_config(Target::Group, false, false), Terminal::None, false);
+    let out = s.on(Happened::StopRequest, ms(0));
+    assert!(out.contains(&Action::StopProvider { reason: StopReason::Signal, to: Target::Group }), "{out:?}");
+    let out = s.on(reaped(Some(exited(0)), false), ms(5));
+    assert!(!out.iter().any(|a| matches!(a, Action::StopProvider { .. })));
+    let mut s = State::new(stop_config(Target::Group, false, false), Terminal::None, false);
+    assert_eq!(s.on(Happened::Signal(libc::SIGUSR1), ms(0)), vec![Action::Forward(libc::SIGUSR1, Target::Group)]);
+}
+
+#[test]
+fn as_pid_1_a_timeout_leaves_the_provider_to_the_kill_all_round_but_the_owners_stop_reaches_it() {
+    let timeout = Some(ms(50));
+    let mut s = State::new(Config { timeout, ..stop_config(Target::Provider, true, true) }, Terminal::None, false);
+    let out = s.on(Happened::Tick, ms(50));
+    assert!(!out.iter().any(|a| matches!(a, Action::StopProvider { .. })), "kill(-1) reaches it, once: {out:?}");
+    assert!(out.contains(&Action::Round { kill: false, outside_leaf: true }));
+    let mut s = State::new(stop_config(Target::Provider, true, true), Terminal::None, false);
+    let out = s.on(Happened::StopRequest, ms(0));
+    assert!(out.contains(&Action::StopProvider { reason: StopReason::Signal, to: Target::Provider }), "{out:?}");
 }

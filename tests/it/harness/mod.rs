@@ -6,17 +6,20 @@
 //!
 //! - `mod.rs`: constants, nonces, waits, skips, [`Ctx`] (one test's world);
 //! - `procs.rs`: `/proc` parsing, tagged-process finders, the one killer ([`kill_tagged`]);
+//! - `pty.rs`: an interactive bash on a pseudo-terminal, driven like `expect` ([`Pty`]);
 //! - `run.rs`: the one guardian runner ([`Builder`], [`Guardian`]): events on a pipe;
 //! - `seccomp.rs`: the BPF filter that denies a syscall;
 //! - `cgroup.rs`: mountinfo, delegated test cgroups.
 
 mod cgroup;
 mod procs;
+mod pty;
 mod run;
 mod seccomp;
 
 pub use cgroup::*;
 pub use procs::*;
+pub use pty::*;
 pub use run::*;
 pub use seccomp::*;
 pub use serde_json::Value;
@@ -286,6 +289,51 @@ impl Ctx {
         let link = self.dir.join(format!("{prog}-{}", self.tag()));
         std::os::unix::fs::symlink(Path::new("/usr/bin").join(prog), &link).expect("symlink");
         link
+    }
+
+    /// `source` compiled (`cc -O1 -pthread`) into the test's directory as `NAME-TAG`, which uid
+    /// 65534 can reach and whose path (argv[0]) carries the nonce. CI has a C compiler; a
+    /// missing one fails the test with the reason.
+    pub fn c_program(&self, name: &str, source: &str) -> PathBuf {
+        let src = self.path(&format!("{name}.c"));
+        fs::write(&src, source).expect("write C source");
+        let bin = self.path(&format!("{name}-{}", self.tag()));
+        let out = std::process::Command::new("cc")
+            .args(["-O1", "-pthread", "-o"])
+            .arg(&bin)
+            .arg(&src)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run cc (these tests need a C compiler, as CI has): {e}"));
+        assert!(out.status.success(), "cc {name}.c failed: {}", String::from_utf8_lossy(&out.stderr));
+        fs::set_permissions(&bin, fs::Permissions::from_mode(0o755)).expect("chmod");
+        bin
+    }
+
+    /// `guardian ARGS` (a subcommand: `doctor`, `sweep`) for [`Ctx::run_env_tagged`]. Its probe
+    /// children are forks of guardian, whose argv cannot carry the nonce: they are tagged
+    /// through the environment instead.
+    pub fn subcommand(&self, args: &[&str]) -> std::process::Command {
+        let mut cmd = std::process::Command::new(guardian_bin());
+        cmd.args(args);
+        cmd
+    }
+
+    /// Runs `cmd` with `GUARDIAN_TEST_NONCE=<nonce>` in its environment (inherited by what it
+    /// starts) and asserts that nothing so tagged outlives it; its output.
+    pub fn run_env_tagged(&self, cmd: &mut std::process::Command) -> std::process::Output {
+        let out = cmd.env("GUARDIAN_TEST_NONCE", &self.nonce).output().expect("run the command");
+        assert_eq!(self.env_tagged(), Vec::<i32>::new(), "{cmd:?} left a process running");
+        out
+    }
+
+    /// Processes whose environment holds `GUARDIAN_TEST_NONCE=<nonce>`.
+    pub fn env_tagged(&self) -> Vec<i32> {
+        let needle = format!("GUARDIAN_TEST_NONCE={}", self.nonce);
+        pids_where(|pid| {
+            fs::read(format!("/proc/{pid}/environ"))
+                .is_ok_and(|env| env.split(|b| *b == 0).any(|kv| kv == needle.as_bytes()))
+        })
     }
 
     /// A FIFO (mode 0666) the test opens to release a waiting script (`read _ < FIFO`).

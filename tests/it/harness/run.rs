@@ -349,6 +349,21 @@ impl Guardian {
         self.child.id() as i32
     }
 
+    /// guardian's own process: behind the sentinel (issue 24) the host's child forks it, with
+    /// the same command line; without one (`GUARDIAN_SENTINEL=0`, PID 1) it is [`Self::pid`].
+    /// Waits for the `spawned` event, which comes after the fork.
+    pub fn inner_pid(&self) -> i32 {
+        self.wait_event_named("spawned");
+        let me = self.pid();
+        let cmdline = |pid: &str| std::fs::read(format!("/proc/{pid}/cmdline")).ok();
+        let mine = cmdline(&me.to_string());
+        let kids = std::fs::read_to_string(format!("/proc/{me}/task/{me}/children")).unwrap_or_default();
+        kids.split_whitespace()
+            .find(|k| mine.is_some() && cmdline(k) == mine)
+            .and_then(|k| k.parse().ok())
+            .unwrap_or(me)
+    }
+
     /// Every complete event line so far (panics on a line that is not an event).
     pub fn events(&self) -> Vec<Value> {
         self.stream.state.lock().expect("events lock").lines.iter().map(|l| parse_event(l)).collect()

@@ -1,0 +1,62 @@
+//! sys::sentinel: the three calls the sentinel (`crate::sentinel`) needs that neither std nor
+//! rustix offers safely: a plain `fork` that returns into Rust in both processes, a signal
+//! queued with `sigqueue` (its `si_code` is `SI_QUEUE`, which guardian tells from a `kill`),
+//! and ending the calling process by a signal, the way its child ended.
+
+use std::io;
+
+use super::cvt;
+
+/// Which side of a [`fork`] the caller is on.
+pub enum Forked {
+    /// The new process.
+    Child,
+    /// The calling process; the new one has this pid.
+    Parent(i32),
+}
+
+/// `fork()`, for a single-threaded caller (guardian never starts a thread): the child is a
+/// copy of the caller that returns here and goes on running Rust code, so the caller must
+/// have no second thread whose locks the child could inherit held. Refused with an error
+/// when the process has more than one thread.
+pub fn fork() -> io::Result<Forked> {
+    super::process::single_threaded()?;
+    // SAFETY: the caller is single-threaded (checked just above: no other thread can hold a
+    // lock of the allocator or of stdio that the child would inherit locked), so the child
+    // may go on running arbitrary code of this process. Both return values are handled.
+    match cvt(unsafe { libc::fork() })? {
+        0 => Ok(Forked::Child),
+        pid => Ok(Forked::Parent(pid)),
+    }
+}
+
+/// `sigqueue(pid, sig, 0)`: like `kill`, but the receiver reads `si_code == SI_QUEUE`. The
+/// caller names an unreaped child of its own, whose pid cannot be reused.
+pub fn queue_signal(pid: i32, sig: i32) -> io::Result<()> {
+    let value = libc::sigval { sival_ptr: std::ptr::null_mut() };
+    // SAFETY: plain syscall wrapper with integer arguments and a by-value union.
+    cvt(unsafe { libc::sigqueue(pid, sig, value) }).map(drop)
+}
+
+/// Ends the calling process by `sig`, as a child that died of it: no core dump
+/// (`RLIMIT_CORE` 0 first, as coreutils `timeout` and sudo do), the signal's default action,
+/// unblocked, sent to itself. Falls back to `exit(128 + sig)` for a signal whose default
+/// action does not end a process.
+pub fn die_of(sig: i32) -> ! {
+    let no_core = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: setrlimit reads a live struct; a failure only means a core may be written.
+    unsafe {
+        libc::setrlimit(libc::RLIMIT_CORE, &no_core);
+    }
+    if sig != libc::SIGKILL && sig != libc::SIGSTOP {
+        let _ = super::set_default_disposition(sig);
+        let mut one = super::SigSet::empty();
+        one.add(sig);
+        let _ = super::set_sigmask(libc::SIG_UNBLOCK, &one);
+    }
+    // SAFETY: kill and getpid take and return plain integers.
+    unsafe {
+        libc::kill(libc::getpid(), sig);
+    }
+    std::process::exit(128 + sig)
+}

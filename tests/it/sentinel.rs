@@ -1,0 +1,302 @@
+//! The sentinel (issue 24): a SIGKILL of the process the host started leads to the same
+//! bounded teardown as any other parent death, unprivileged, without a cgroup. Each host
+//! (a shell's `kill -9 $!`, Python's `Popen.kill()`, tokio's `kill_on_drop` at runtime drop,
+//! `killpg(SIGKILL)` of the host's group) runs guardian (as `nobody` under root) over a tree
+//! of `setsid` children that ignore SIGTERM; nothing may be left after grace + margin.
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use crate::harness::*;
+
+const GRACE_MS: u64 = 300;
+/// What the teardown may take beyond the grace on a loaded machine.
+const MARGIN: Duration = Duration::from_secs(10);
+
+/// The provider: ignores SIGTERM; a `setsid` child and a `setsid` double-forked orphan that
+/// ignore it too (the dispositions survive exec), and one plain child; then `ready`.
+fn tree(ctx: &Ctx) -> String {
+    let s = ctx.sleep();
+    format!("trap '' TERM; setsid sh -c 'exec {s}' & setsid sh -c '{s} & :' & {s} & touch ready; wait")
+}
+
+/// `sh -c 'exec guardian --grace … --events-fd 3 -- sh -c TREE TAG 3>events'`: the host's
+/// child is guardian's own process (the `exec`), with its events in a file.
+fn guardian_argv(ctx: &Ctx) -> Vec<String> {
+    vec![
+        "sh".into(),
+        "-c".into(),
+        format!("exec \"$0\" --grace {GRACE_MS}ms --events-fd 3 -- sh -c \"$1\" \"$2\" 3>\"$3\""),
+        guardian_bin().display().to_string(),
+        tree(ctx),
+        ctx.tag(),
+        ctx.path("events").display().to_string(),
+    ]
+}
+
+/// A host program, run as `nobody` when the suite runs as root (as users would).
+fn host(ctx: &Ctx, argv: &[String]) -> Command {
+    let mut cmd = if is_root() {
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"]).args(argv);
+        c
+    } else {
+        let mut c = Command::new(&argv[0]);
+        c.args(&argv[1..]);
+        c
+    };
+    cmd.current_dir(&ctx.dir).stdin(Stdio::null());
+    cmd
+}
+
+/// Runs a host to its end (bounded), its stdout and stderr in files (a leaked tree would hold a
+/// pipe open forever): (status, stdout).
+fn run_host(ctx: &Ctx, mut cmd: Command) -> (std::process::ExitStatus, String) {
+    let out = ctx.path(&format!("host-out-{}", random_digits(6)));
+    let err = ctx.path(&format!("host-err-{}", random_digits(6)));
+    cmd.stdout(std::fs::File::create(&out).expect("host stdout file"));
+    cmd.stderr(std::fs::File::create(&err).expect("host stderr file"));
+    let mut child = cmd.spawn().expect("start the host");
+    let status = wait_for("the host to exit", || child.try_wait().expect("try_wait"));
+    let text = std::fs::read_to_string(&out).unwrap_or_default();
+    let errors = std::fs::read_to_string(&err).unwrap_or_default();
+    if !errors.is_empty() {
+        eprintln!("host stderr: {errors}");
+    }
+    (status, text)
+}
+
+/// Waits for the tree (three tagged sleeps and `ready`).
+fn wait_ready(ctx: &Ctx) {
+    ctx.wait_sleeps(3);
+    wait_for("the provider's ready file", || ctx.path("ready").exists().then_some(()));
+}
+
+/// Nothing tagged is left within grace + margin, and the events say the parent died and the
+/// tree was released.
+fn assert_torn_down(ctx: &Ctx) {
+    wait_for_within("every tagged process to be gone", Duration::from_millis(GRACE_MS) + MARGIN, &mut || {
+        tagged_pids(&ctx.nonce).is_empty().then_some(())
+    });
+    let events = parse_events(&std::fs::read_to_string(ctx.path("events")).unwrap_or_default());
+    assert!(
+        events.iter().any(|e| e["event"] == "stopping" && e["reason"] == "parent-died"),
+        "no parent-died stop: {events:#?}"
+    );
+    assert_eq!(events.last().map(|e| e["event"].clone()), Some("released".into()), "{events:#?}");
+}
+
+macro_rules! need_host_tools {
+    () => {
+        if is_root() {
+            need_program!("setpriv", "util-linux");
+        }
+    };
+}
+
+#[test]
+fn kill_9_of_the_process_a_shell_started_tears_the_tree_down() {
+    let ctx = Ctx::new("sentinel-kill9");
+    need_host_tools!();
+    let g = guardian_argv(&ctx);
+    let quoted: Vec<String> = g.iter().map(|a| format!("'{}'", a.replace('\'', "'\\''"))).collect();
+    let script = format!(
+        "{} & echo $! > host-child; while [ ! -e ready ]; do sleep 0.05; done; kill -9 $!; wait $!; echo $? > status",
+        quoted.join(" ")
+    );
+    let (status, _) = run_host(&ctx, host(&ctx, &["sh".into(), "-c".into(), script]));
+    assert!(status.success(), "{status}");
+    assert_eq!(ctx.read_line_file("status").as_deref(), Some("137"), "the shell saw its child killed");
+    assert_torn_down(&ctx);
+}
+
+/// `python3 -c SCRIPT`, with the guardian command line and an action after `ready`.
+fn python_host(ctx: &Ctx, action: &str) -> Command {
+    let script = format!(
+        "import os, signal, subprocess, sys, time\n\
+         p = subprocess.Popen(sys.argv[1:], start_new_session=True)\n\
+         while not os.path.exists('ready'): time.sleep(0.05)\n\
+         {action}\n\
+         print(p.wait())\n"
+    );
+    // The system's interpreter: one a user's PATH finds (a pyenv shim) may be closed to nobody.
+    let python = if std::path::Path::new("/usr/bin/python3").exists() { "/usr/bin/python3" } else { "python3" };
+    let mut argv = vec![python.to_string(), "-c".into(), script];
+    argv.extend(guardian_argv(ctx));
+    host(ctx, &argv)
+}
+
+#[test]
+fn popen_kill_from_python_tears_the_tree_down() {
+    let ctx = Ctx::new("sentinel-popen-kill");
+    need_host_tools!();
+    need_program!("python3", "python3");
+    let (status, out) = run_host(&ctx, python_host(&ctx, "p.kill()"));
+    assert_eq!(out.trim(), "-9", "{status}: {out}");
+    assert_torn_down(&ctx);
+}
+
+#[test]
+fn killpg_sigkill_of_the_hosts_group_tears_the_tree_down() {
+    let ctx = Ctx::new("sentinel-killpg");
+    need_host_tools!();
+    need_program!("python3", "python3");
+    let (status, out) = run_host(&ctx, python_host(&ctx, "os.killpg(p.pid, signal.SIGKILL)"));
+    assert_eq!(out.trim(), "-9", "{status}: {out}");
+    assert_torn_down(&ctx);
+}
+
+/// A group SIGTERM reaches the sentinel only (guardian and the tree are in other groups): one
+/// stop request with its grace, never a kill request.
+#[test]
+fn group_sigterm_is_one_stop_request() {
+    let ctx = Ctx::new("sentinel-killpg-term");
+    need_host_tools!();
+    need_program!("python3", "python3");
+    let (status, out) = run_host(&ctx, python_host(&ctx, "os.killpg(p.pid, signal.SIGTERM)"));
+    assert!(status.success(), "{status}: {out}");
+    wait_for_within("every tagged process to be gone", Duration::from_millis(GRACE_MS) + MARGIN, &mut || {
+        tagged_pids(&ctx.nonce).is_empty().then_some(())
+    });
+    let events = parse_events(&std::fs::read_to_string(ctx.path("events")).unwrap_or_default());
+    let stops: Vec<_> = events.iter().filter(|e| e["event"] == "stopping").collect();
+    assert_eq!(stops.len(), 1, "one stop request: {events:#?}");
+    assert_eq!(stops[0]["reason"], "signal");
+    assert_eq!(stops[0]["grace_ms"], GRACE_MS);
+    let kill =
+        events.iter().find(|e| e["event"] == "signal" && e["signal"] == "SIGKILL").expect("SIGKILL at the deadline");
+    assert!(ts(kill) - ts(stops[0]) >= GRACE_MS as f64 / 1000.0 - 0.01, "SIGKILL before the grace ended: {events:#?}");
+    // The provider died of the SIGKILL: the host sees it as guardian's end (137, or -9 once
+    // guardian ends by the provider's signal).
+    let code = out.trim().to_string();
+    assert!(code == "137" || code == "-9", "{code}");
+}
+
+/// The tokio host of `tests/hosts/tokio-host`, built on first use.
+fn tokio_host() -> Option<std::path::PathBuf> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/hosts/tokio-host");
+    let target = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/tokio-host");
+    let status = Command::new(env!("CARGO"))
+        .args(["build", "--quiet", "--manifest-path"])
+        .arg(dir.join("Cargo.toml"))
+        .arg("--target-dir")
+        .arg(&target)
+        .status()
+        .ok()?;
+    status.success().then(|| target.join("debug/tokio-host"))
+}
+
+#[test]
+fn tokio_kill_on_drop_at_runtime_drop_tears_the_tree_down() {
+    let ctx = Ctx::new("sentinel-tokio");
+    need_host_tools!();
+    let Some(bin) = tokio_host() else { panic!("building tests/hosts/tokio-host failed (it needs crates.io once)") };
+    // nobody must be able to run it: copy it into the test's directory.
+    let copy = ctx.path("tokio-host");
+    std::fs::copy(&bin, &copy).expect("copy tokio-host");
+    let mut argv = vec![copy.display().to_string(), ctx.path("ready").display().to_string()];
+    argv.extend(guardian_argv(&ctx));
+    let (status, out) = run_host(&ctx, host(&ctx, &argv));
+    assert!(status.success(), "{status}: {out}");
+    assert_torn_down(&ctx);
+}
+
+/// Someone looks guardian itself up (the sentinel's child) and SIGKILLs it: the tree is
+/// reparented to the sentinel, which SIGKILLs and reaps it, then dies of SIGKILL too.
+#[test]
+fn sigkill_of_guardian_itself_is_cleaned_by_the_sentinel() {
+    let ctx = Ctx::new("sentinel-inner-kill");
+    let mut g = ctx.guardian().arg("--grace").arg(format!("{GRACE_MS}ms")).command(ctx.sh(&tree(&ctx))).spawn();
+    wait_ready(&ctx);
+    let sentinel = g.pid();
+    let inner = wait_for("guardian's own process", || {
+        let kids = std::fs::read_to_string(format!("/proc/{sentinel}/task/{sentinel}/children")).ok()?;
+        kids.split_whitespace().next()?.parse::<i32>().ok()
+    });
+    assert_ne!(inner, sentinel);
+    // SAFETY: plain kill of a pid we just read; the test's tree is the only user of it.
+    assert_eq!(unsafe { libc::kill(inner, libc::SIGKILL) }, 0);
+    let st = g.wait();
+    assert_eq!(std::os::unix::process::ExitStatusExt::signal(&st), Some(libc::SIGKILL), "{st}");
+    ctx.assert_nothing_left();
+}
+
+/// `GUARDIAN_SENTINEL=0`: no extra process (the provider's parent is the host's child), and
+/// a bad value is a usage error.
+#[test]
+fn sentinel_can_be_turned_off() {
+    let ctx = Ctx::new("sentinel-off");
+    let mut g = ctx.guardian().env("GUARDIAN_SENTINEL", "0").command(ctx.sh("echo $PPID > ppid")).spawn();
+    assert_eq!(g.wait_code(), 0);
+    assert_eq!(ctx.wait_pid_file("ppid"), g.pid());
+    let mut g = ctx.guardian().command(ctx.sh("echo $PPID > ppid2")).spawn();
+    assert_eq!(g.wait_code(), 0);
+    assert_ne!(ctx.wait_pid_file("ppid2"), g.pid(), "by default guardian runs behind a sentinel");
+    let mut bad = ctx.guardian().env("GUARDIAN_SENTINEL", "maybe").command(ctx.sh("touch ran")).spawn();
+    assert_eq!(bad.wait_code(), 125);
+    assert!(bad.stderr().contains("GUARDIAN_SENTINEL"), "{}", bad.stderr());
+    assert!(!ctx.path("ran").exists());
+}
+
+/// As PID 1 there is no sentinel: the provider's parent is guardian, PID 1.
+#[test]
+fn pid1_has_no_sentinel() {
+    need_pid_namespace!();
+    let ctx = Ctx::new("sentinel-pid1");
+    let mut g = ctx
+        .guardian()
+        .wrapper(["unshare", "--pid", "--fork", "--mount-proc"])
+        .privileged()
+        .command(ctx.sh("echo $PPID > ppid"))
+        .spawn();
+    assert_eq!(g.wait_code(), 0);
+    assert_eq!(ctx.wait_pid_file("ppid"), 1);
+    assert_eq!(g.events().iter().find(|e| e["event"] == "spawned").expect("spawned")["guardian_pid"], 1);
+}
+
+/// The spawned event names the pid the host started (the sentinel).
+#[test]
+fn spawned_event_names_the_pid_the_host_started() {
+    let ctx = Ctx::new("sentinel-pid");
+    let mut g = ctx.guardian().command(ctx.sh(":")).spawn();
+    assert_eq!(g.wait_code(), 0);
+    let spawned = g.events().into_iter().find(|e| e["event"] == "spawned").expect("spawned");
+    assert_eq!(spawned["guardian_pid"], g.pid());
+}
+
+/// `doctor` says whether the sentinel is on, and why not where it is off.
+#[test]
+fn doctor_reports_the_sentinel() {
+    let doctor = |env: Option<&str>| {
+        let mut c = Command::new(guardian_bin());
+        c.args(["doctor", "--json"]);
+        match env {
+            Some(v) => c.env("GUARDIAN_SENTINEL", v),
+            None => c.env_remove("GUARDIAN_SENTINEL"),
+        };
+        let out = c.output().expect("run doctor");
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("doctor --json");
+        (out.status.code(), v.to_string())
+    };
+    let (_, on) = doctor(None);
+    assert!(on.contains("sentinel: on"), "{on}");
+    let (code, off) = doctor(Some("0"));
+    assert_eq!(code, Some(1), "turned off, guardian would run degraded: {off}");
+    assert!(off.contains("GUARDIAN_SENTINEL=0"), "{off}");
+    let (code, bad) = doctor(Some("maybe"));
+    assert_eq!(code, Some(1), "{bad}");
+    assert!(bad.contains("GUARDIAN_SENTINEL=\\\"maybe\\\""), "{bad}");
+}
+
+/// `GUARDIAN_SENTINEL` configures this guardian only: the provider does not inherit it.
+#[test]
+fn the_setting_is_not_passed_on_to_the_provider() {
+    let ctx = Ctx::new("sentinel-env");
+    let mut g = ctx
+        .guardian()
+        .env("GUARDIAN_SENTINEL", "1")
+        .command(ctx.sh("echo \"[${GUARDIAN_SENTINEL-unset}]\" > seen"))
+        .spawn();
+    assert_eq!(g.wait_code(), 0);
+    assert_eq!(ctx.read_line_file("seen").as_deref(), Some("[unset]"));
+}
