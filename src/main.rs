@@ -3,7 +3,8 @@
 //! setup step is reported there as an `error` event), block the handled signals, become a
 //! child subreaper, watch the parent, and only then start the provider; then probe whether
 //! pidfds may signal, and the supervise loop runs until release. Whatever ends guardian comes
-//! back here as a status or an `exit::Failure`, and `main` turns it into the exit status.
+//! back here as a status or an `exit::Failure`, and `main` turns it into the exit status
+//! (`exit::end`: a provider killed by signal N makes guardian die of N, unless it is PID 1).
 //!
 //! Modules: `cgroup` (leaf cgroups, `sweep`), `cli` (options), `doctor` (capability check),
 //! `exit` (exit statuses, `Failure`), `errno` (errno names), `signals` (names, handled set),
@@ -52,7 +53,8 @@ use crate::teardown::{Discovery, Tree};
 const BLIND_REFUSAL: &str = "/proc is missing or belongs to another PID namespace and guardian is not PID 1: it could not find the provider's descendants to stop them; mount a /proc for this PID namespace, use --cgroup, or run guardian as PID 1 of the namespace";
 
 /// The one place guardian's outcome becomes its exit status: a status to exit with, or a
-/// [`Failure`] whose one-line message is printed first (`exit` names the statuses). Called by
+/// [`Failure`] whose one-line message is printed first (`exit` names the statuses; a status
+/// of 128+N from a provider killed by signal N ends guardian by N, see `exit::end`). Called by
 /// the entry point (`sys/start.rs`) with argv.
 #[cfg_attr(test, allow(dead_code))]
 fn run_main(args: impl Iterator<Item = &'static OsStr>) -> ! {
@@ -63,8 +65,8 @@ fn run_main(args: impl Iterator<Item = &'static OsStr>) -> ! {
             status
         }
     };
-    log::finish();
-    std::process::exit(code);
+    // Exits with `code`, or dies of the signal that killed the provider (`exit::end`).
+    exit::end(code)
 }
 
 fn run(args: impl Iterator<Item = &'static OsStr>) -> Result<i32, Failure> {

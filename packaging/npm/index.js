@@ -30,7 +30,7 @@ export class GuardianError extends Error {
     this.status = details.status ?? null;
     /** guardian's own exit code, when it exited. */
     this.exitCode = details.exitCode ?? null;
-    /** signal that ended guardian, when it was killed. */
+    /** signal that ended guardian: it was killed, or it died of the provider's signal. */
     this.signal = details.signal ?? null;
     /** the `error` event guardian emitted, if any. */
     this.event = details.event ?? null;
@@ -508,6 +508,11 @@ export function spawnGuarded(command, args, options) {
   // guardian exited (or could not be started).
   const finish = () => {
     if (!(failure || (ended && exited))) return;
+    // guardian dies of the provider's signal N *after* `released` (it ends the way the
+    // provider ended; 128+N only as PID 1): a signal leaves a leaf behind only when no
+    // `released` came. Judged once the events stream ended ('exit' may come before its
+    // last lines).
+    if (exitInfo.signal !== null && !released.settled) killOrphanedLeaf();
     const base = failure ?? new GuardianError(
       (exitInfo.signal
         ? `guardian was killed by ${exitInfo.signal} before it released the tree`
@@ -591,7 +596,6 @@ export function spawnGuarded(command, args, options) {
   child.on('exit', (code, signal) => {
     exited = true;
     exitInfo = { code, signal };
-    if (signal !== null && !released.settled) killOrphanedLeaf();
     finish();
   });
 

@@ -39,8 +39,8 @@ pub use process::{
     vars_with_prefix,
 };
 pub use signal::{
-    Disposition, SigInfo, SigSet, disposition, is_ignored, read_signalfd, set_default_disposition, set_sigmask,
-    signalfd, stop_own_group,
+    Disposition, SigInfo, SigSet, die_of_signal, disposition, is_ignored, read_signalfd, set_default_disposition,
+    set_sigmask, signalfd, stop_own_group,
 };
 pub use terminal::{
     getpgrp, is_controlling_terminal, isatty, open_controlling_terminal, setpgid, tcgetpgrp, tcsetpgrp,

@@ -41,7 +41,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use crate::harness::{
-    self as common, Ctx, DEADLINE, NOBODY, POLL, alive, is_root, kill_tagged, stat, tagged_pids, wait_for,
+    self as common, Ctx, DEADLINE, NOBODY, POLL, alive, is_root, kill_tagged, killed_by, stat, tagged_pids, wait_for,
 };
 
 const PROMPT: &str = "JC-PROMPT> ";
@@ -680,8 +680,8 @@ fn no_terminal_stopped_provider_is_still_torn_down_by_sigterm() {
     g.signal(libc::SIGTERM);
     // 143 once the stop signal is followed by SIGCONT (issue 14.2); 137 when the stopped
     // provider only died of the SIGKILL at the end of the grace. Either way guardian ran.
-    let code = g.wait_code();
-    assert!(code == 128 + libc::SIGTERM || code == 128 + libc::SIGKILL, "exit {code}; stderr: {}", g.stderr());
+    let end = g.wait_end();
+    assert!(end == killed_by(libc::SIGTERM) || end == killed_by(libc::SIGKILL), "{end:?}; stderr: {}", g.stderr());
     ctx.wait_tree_gone();
     g.final_events();
 }

@@ -425,6 +425,11 @@ impl Guardian {
         st.code().unwrap_or_else(|| panic!("guardian killed by signal {:?}; stderr: {}", st.signal(), self.stderr()))
     }
 
+    /// Waits like [`Guardian::wait`]; how guardian ended (an exit code or a signal).
+    pub fn wait_end(&mut self) -> End {
+        End::of(self.wait())
+    }
+
     /// The final events, checked for the contract's invariants: every line parses, `ts`
     /// never goes back, `exit` precedes `released` and `released` is the last line.
     pub fn final_events(&self) -> Vec<Value> {
@@ -467,18 +472,58 @@ impl Drop for Guardian {
     }
 }
 
+/// How a process ended, as its parent sees it: an exit code or death by a signal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum End {
+    Code(i32),
+    Signal(i32),
+}
+
+impl End {
+    pub fn of(st: ExitStatus) -> End {
+        match (st.code(), st.signal()) {
+            (Some(c), _) => End::Code(c),
+            (None, Some(s)) => End::Signal(s),
+            (None, None) => panic!("neither exited nor killed: {st:?}"),
+        }
+    }
+
+    /// What a shell's `$?` says (128+N for signal N).
+    pub fn shell_status(self) -> i32 {
+        match self {
+            End::Code(c) => c,
+            End::Signal(s) => 128 + s,
+        }
+    }
+}
+
+/// How a guardian that is not PID 1 ends when signal `sig` killed the provider (the decided
+/// behaviour, `exit::end`): it dies of `sig` too (a shell's `$?` is still 128+`sig`). Tests
+/// state this through here, never as a bare `code() == Some(128 + sig)`.
+pub fn killed_by(sig: i32) -> End {
+    End::Signal(sig)
+}
+
 /// A guardian that exited, with every event it wrote.
 #[derive(Debug)]
 pub struct Finished {
     pub code: Option<i32>,
-    /// Shown in failure messages (`{f:#?}`).
-    #[allow(dead_code)]
+    /// The signal guardian died of (see [`Finished::end`]).
     pub signal: Option<i32>,
     pub events: Vec<Value>,
     pub stderr: String,
 }
 
 impl Finished {
+    /// How guardian ended (an exit code or a signal).
+    pub fn end(&self) -> End {
+        match (self.code, self.signal) {
+            (Some(c), _) => End::Code(c),
+            (None, Some(s)) => End::Signal(s),
+            (None, None) => panic!("neither exited nor killed: {self:#?}"),
+        }
+    }
+
     pub fn named(&self, name: &str) -> Vec<&Value> {
         self.events.iter().filter(|e| e["event"] == name).collect()
     }
