@@ -134,9 +134,10 @@ fn start(cli: &cli::Cli, me: i32, events: &mut Events) -> Result<Started, Failur
     //    the parent is outside guardian's PID namespace.
     let parent = if cli.no_parent_watch { None } else { watch_parent(events, me)? };
 
-    // 5. How descendants will be found at teardown.
-    let mut proc = proctree::Proc::open().ok();
-    let own_proc = proc.as_mut().is_some_and(|p| p.is_own_namespace());
+    // 5. How descendants will be found at teardown. Only a /proc that is missing or another
+    //    namespace's means blind; any other error (EMFILE: the fd limit) is named and fatal.
+    let proc = proctree::open_own().map_err(Failure::guardian)?;
+    let own_proc = proc.is_some();
     let discovery = match (own_proc, me == 1) {
         (true, false) => Discovery::Scan,
         (_, true) => Discovery::Broadcast,
@@ -318,12 +319,15 @@ fn setup_cgroup(cli: &cli::Cli, me: i32, events: &mut Events) -> Result<Option<c
     // that is where `guardian sweep` will judge whether its guardian still lives: in blind mode
     // (a /proc of an ancestor namespace) guardian's own pid would name an unrelated process.
     let seen = std::fs::read_link("/proc/self").ok().and_then(|l| l.to_str()?.parse::<i32>().ok()).unwrap_or(me);
-    let start = proctree::Proc::open().ok().and_then(|mut p| p.stat(seen)).map(|s| s.starttime);
+    let start = proctree::Proc::open().and_then(|mut p| p.try_stat(seen)).map(|s| s.starttime);
     let result = match start {
-        Some(start) => cgroup::Leaf::create(&req, &limits, seen, start),
-        None => Err(cgroup::Unusable {
-            errno: libc::ENOENT,
-            message: "cannot read guardian's start time from /proc/self/stat (needed to name the leaf)".into(),
+        Ok(start) => cgroup::Leaf::create(&req, &limits, seen, start),
+        Err(e) => Err(cgroup::Unusable {
+            errno: e.raw_os_error().unwrap_or(libc::ENOENT),
+            message: format!(
+                "cannot read guardian's start time from /proc/{seen}/stat (needed to name the leaf): {}",
+                errno::explain(&e)
+            ),
         }),
     };
     match result {
@@ -331,7 +335,8 @@ fn setup_cgroup(cli: &cli::Cli, me: i32, events: &mut Events) -> Result<Option<c
             debug!("created leaf cgroup {}", leaf.path.display());
             Ok(Some(leaf))
         }
-        Err(u) if req == cgroup::Request::Auto && limits.is_empty() => {
+        // Running out of a resource (EMFILE) says nothing about the delegation: not a fallback.
+        Err(u) if req == cgroup::Request::Auto && limits.is_empty() && !errno::is_resource(u.errno) => {
             let errno = errno::name(u.errno);
             debug!("--cgroup auto: no usable cgroup ({}); running as a plain subreaper", u.message);
             events.emit(Event::Fallback {

@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 static REOPENED_STD_FDS: AtomicU8 = AtomicU8::new(0);
 
 /// The entry point opened `/dev/null` on the closed standard fd `n` (0 to 2).
+#[cfg_attr(test, allow(dead_code))]
 pub fn note_reopened_std_fd(n: RawFd) {
     if (0..=2).contains(&n) {
         REOPENED_STD_FDS.fetch_or(1 << n, Ordering::Relaxed);

@@ -29,7 +29,9 @@ mod wait;
 use std::io;
 use std::time::Duration;
 
-pub use fd::{note_reopened_std_fd, send_nonblocking, take_inherited_fd, write_nowait};
+#[cfg(not(test))]
+pub use fd::note_reopened_std_fd;
+pub use fd::{send_nonblocking, take_inherited_fd, write_nowait};
 pub use memory::release_startup_memory;
 pub use pidfd::{PIDFD_SIGNAL_PROCESS_GROUP, kill, pidfd_get_pid, pidfd_open, pidfd_send_signal};
 #[cfg(test)]

@@ -152,7 +152,7 @@ impl Tree {
     pub fn new(discovery: Discovery, proc: Option<Proc>, leaf: Option<Leaf>) -> Tree {
         let proc = match discovery {
             Discovery::Scan => proc,
-            Discovery::Broadcast => proc.and_then(|mut p| p.is_own_namespace().then_some(p)),
+            Discovery::Broadcast => proc.and_then(|mut p| p.own_namespace().is_ok_and(|own| own).then_some(p)),
             Discovery::Blind => None,
         };
         Tree {

@@ -225,7 +225,7 @@ fn a_closed_standard_fd_as_events_fd_is_refused() {
             let close = format!(r#"exec "$@" {fd}<&-"#);
             let mut b = ctx.guardian().no_events().wrapper(["sh", "-c", close.as_str(), "sh"]);
             b = if by_env {
-                b.env("GUARDIAN_EVENTS_FD", &fd.to_string())
+                b.env("GUARDIAN_EVENTS_FD", fd.to_string())
             } else {
                 b.args(["--events-fd", &fd.to_string()])
             };
