@@ -28,6 +28,10 @@ mod signals;
 #[allow(dead_code, unused_imports)]
 #[path = "../../src/sys/mod.rs"]
 mod sys;
+// signals.rs names a resource errno (EMFILE: the fd limit) through guardian's `errno`.
+#[allow(dead_code)]
+#[path = "../../src/errno.rs"]
+mod errno;
 
 mod man;
 
