@@ -171,9 +171,9 @@ echo $$ >"$1/provider"
 while :; do sleep 1; done
 EOF
 chmod 0755 $W/stubborn
-# stubborn NAME GRACE TIMEOUTSTOPSEC EXPECTED_RESULT
+# stubborn NAME GRACE TIMEOUTSTOPSEC EXPECTED_RESULT [UNIT LINE]
 stubborn() {
-    name=$1 grace=$2 tss=$3 expected=$4
+    name=$1 grace=$2 tss=$3 expected=$4 extra=${5:-}
     d=$W/$name && mkdir -p $d
     cat >/run/systemd/system/gl-$name.service <<EOF
 [Service]
@@ -183,6 +183,7 @@ Delegate=yes
 Environment=GUARDIAN_GRACE=$grace
 TimeoutStopSec=$tss
 ExecStopPost=/bin/sh -c 'echo "\$SERVICE_RESULT \$EXIT_CODE \$EXIT_STATUS" > $d/result'
+$extra
 EOF
     systemctl daemon-reload
     systemctl start gl-$name.service
@@ -201,7 +202,7 @@ EOF
         wait_until 10 gone "$p" || { fail "$name" "process $p still running"; ok=0; }
     done
     [ "$result" = "$expected" ] || { fail "$name" "Result=$result, expected $expected"; ok=0; }
-    if [ "$expected" = signal ]; then
+    if [ "$expected" = signal ] || [ -n "$extra" ]; then
         [ "$code $st" = "killed KILL" ] || { fail "$name" "main process $code $st, expected killed KILL"; ok=0; }
         journalctl -q -u gl-$name.service -o cat | grep -q 'released: status 137' ||
             { fail "$name" "guardian did not release the tree itself"; ok=0; }
@@ -210,6 +211,7 @@ EOF
     [ $ok = 1 ] && pass "$name"
 }
 stubborn svc-stubborn 2s 20s signal
+stubborn svc-stubborn-success 2s 20s success SuccessExitStatus=SIGKILL
 stubborn svc-short-timeout 10s 2s timeout
 
 if [ -x /usr/local/bin/guardian-before ]; then
