@@ -363,6 +363,10 @@ fn watch_parent(events: &mut Events, me: i32) -> Result<Option<ParentWatch>, Fai
     let ppid = ppid.as_raw_nonzero().get();
     let watch = match sys::pidfd_open(ppid) {
         Ok(fd) => ParentWatch::Pidfd(fd),
+        // Out of fds or memory: a resource guardian lacks, not an interface the kernel lacks.
+        Err(e) if e.raw_os_error().is_some_and(errno::is_resource) => {
+            return Err(Failure::guardian(format!("pidfd_open(parent) failed: {}", errno::explain(&e))));
+        }
         Err(e) => {
             spawn::fallback(events, "pidfd_open", &e, "checking getppid() every 250 ms for parent death");
             ParentWatch::Poll { ppid, next: sys::monotonic() }

@@ -185,3 +185,35 @@ fn a_small_fd_limit_is_named_as_the_cause() {
         }
     }
 }
+
+/// Issue 22.2, the events' side: at a small open-files limit no capability is reported as
+/// missing for want of an fd: no `fallback` event carries EMFILE (guardian refuses with the
+/// cause in an `error` event instead, or runs).
+#[test]
+fn a_small_fd_limit_is_never_a_fallback() {
+    for cgroup in [false, true] {
+        for n in 5..=14u64 {
+            let ctx = Ctx::new("nofile-ev");
+            let mut b = ctx.guardian().rlimit(libc::RLIMIT_NOFILE as i32, n);
+            if cgroup {
+                b = b.args(["--cgroup", "auto"]);
+            }
+            let mut g = b.script(&format!("touch {}/ran", ctx.dir.display())).spawn();
+            let f = g.finish();
+            let what = format!("RLIMIT_NOFILE {n}, cgroup {cgroup}: {f:#?}");
+            assert!(f.named("fallback").iter().all(|e| e["errno"] != "EMFILE"), "a fallback for EMFILE: {what}");
+            match f.end() {
+                End::Code(0) => assert!(ctx.path("ran").exists(), "{what}"),
+                End::Code(125) => {
+                    let err = f.named("error");
+                    assert!(
+                        err.iter().any(|e| e["message"].as_str().is_some_and(|m| m.contains("RLIMIT_NOFILE"))),
+                        "the error event does not name the limit: {what}"
+                    );
+                }
+                _ => panic!("{what}"),
+            }
+            ctx.assert_nothing_left();
+        }
+    }
+}
