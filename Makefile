@@ -1,7 +1,7 @@
 PREFIX ?= /usr/local
 CARGO ?= cargo
 
-.PHONY: build release test lint install run-example clean bench man completions check-generated deb static musl systemd-test
+.PHONY: build release test lint install run-example clean bench man completions options check-generated deb static musl systemd-test
 
 build:
 	$(CARGO) build
@@ -37,6 +37,7 @@ SKIP_LOG = target/test-skips.log
 test:
 	@mkdir -p target && rm -f $(SKIP_LOG)
 	GUARDIAN_TEST_SKIP_LOG=$(CURDIR)/$(SKIP_LOG) $(CARGO) test --all-targets
+	$(CARGO) test --package treeguardian-spec --package xtask
 	@missing=$$(sed -n 's/^SKIPPED: \(.*\): needs the test-hooks feature.*/\1/p' $(SKIP_LOG) 2>/dev/null | \
 		grep -vxF $(foreach t,$(HOOK_TESTS),-e $(t))); \
 	if [ -n "$$missing" ]; then echo "make test: add to HOOK_TESTS (they need test-hooks): $$missing" >&2; exit 1; fi
@@ -72,9 +73,9 @@ systemd-test: release
 	tests/systemd/run.sh
 
 # Generated files (checked in): the man page, the help texts guardian prints (man/help/,
-# included into the binary) and shell completions, from the clap definition in
-# src/cli/spec.rs through the xtask crate (clap, clap_mangen and clap_complete stay out of the
-# guardian binary).
+# included into the binary), shell completions and spec/options.json (the option list the
+# drivers are checked against), from the option table in crates/spec/src/options.rs through the
+# xtask crate (clap, clap_mangen and clap_complete stay out of the guardian binary).
 XTASK = $(CARGO) run --quiet --package xtask --
 
 man:
@@ -83,14 +84,20 @@ man:
 completions:
 	$(XTASK) completions completions
 
-# Fails when man/ (with man/help/) or completions/ differ from what src/cli/spec.rs generates now.
+options:
+	$(XTASK) options spec
+
+# Fails when man/ (with man/help/), completions/ or spec/options.json differ from what
+# crates/spec/src/options.rs generates now.
 check-generated:
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
 	$(XTASK) man "$$tmp/man" >/dev/null && $(XTASK) completions "$$tmp/completions" >/dev/null && \
-	if diff -ru man "$$tmp/man" && diff -ru completions "$$tmp/completions"; then \
-		echo "check-generated: man/ and completions/ are up to date"; \
+	$(XTASK) options "$$tmp/spec" >/dev/null && \
+	if diff -ru man "$$tmp/man" && diff -ru completions "$$tmp/completions" && \
+	   diff -u spec/options.json "$$tmp/spec/options.json"; then \
+		echo "check-generated: man/, completions/ and spec/options.json are up to date"; \
 	else \
-		echo "check-generated: stale generated files; run 'make man completions' and commit" >&2; exit 1; \
+		echo "check-generated: stale generated files; run 'make man completions options' and commit" >&2; exit 1; \
 	fi
 
 # Debian package (needs cargo-deb: cargo install cargo-deb --locked). Output: target/debian/.
@@ -119,3 +126,10 @@ musl:
 .PHONY: npm-packages
 npm-packages:
 	sh packaging/npm/build-packages.sh
+
+# The container lane: builds the image from packaging/container/Containerfile with local base
+# images (debootstrap + podman import, cached in podman's storage) and checks guardian as PID 1
+# under podman and as a Pod's entrypoint under podman kube play. Root; see tests/container/run.sh.
+.PHONY: container-test
+container-test:
+	bash tests/container/run.sh

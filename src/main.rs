@@ -85,7 +85,7 @@ fn run(args: impl Iterator<Item = &'static OsStr>) -> Result<i32, Failure> {
         }
         Err(message) => return Err(Failure::guardian(format!("{message}; see 'guardian --help'"))),
     };
-    log::set_level(cli::verbosity(&cli, &env));
+    log::set_level(cli::verbosity(&cli));
     if let Some(sub) = &cli.sub {
         return match sub {
             cli::Sub::Sweep { cgroup, leaf } => cgroup::sweep(cgroup.as_deref(), leaf.as_deref()),

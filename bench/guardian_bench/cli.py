@@ -13,6 +13,7 @@ from . import DESCRIPTION
 from .common import ANCHOR_PACKAGES, BENCH, PR_SET_CHILD_SUBREAPER, say, sh, warn
 from .ctx import Cfg, Ctx
 from .measure import m_driver, m_idle, m_memory, m_release, m_startup, m_teardown
+from . import readme
 from .report import report_only, write_outputs
 from .setup import Wrapper, build_tree, dpkg_version, ensure_packages, find_guardian, machine_info, probe_cgroup, remove_cgroups
 
@@ -32,6 +33,8 @@ def parse_args(argv):
     ap.add_argument("--wrappers", help="comma-separated subset of: guardian,tini,dumb-init,catatonit")
     ap.add_argument("--no-install", action="store_true", help="do not apt-get install missing anchors/hyperfine")
     ap.add_argument("--no-build", action="store_true", help="do not cargo build guardian when it is missing")
+    ap.add_argument("--check-readme", action="store_true",
+                    help="only check that README.md's Performance table is the one docs/benchmarks-raw.json gives")
     ap.add_argument("--report-only", metavar="RAW_JSON", help="only re-render the report and plot from a raw.json")
     a = ap.parse_args(argv)
     cfg = Cfg(
@@ -58,6 +61,14 @@ def parse_args(argv):
 
 def main(argv):
     args, cfg = parse_args(argv)
+    if args.check_readme:
+        docs = os.path.join(os.path.dirname(BENCH), "docs")
+        problem = readme.check(os.path.join(docs, "benchmarks-raw.json"), readme.readme_path(docs))
+        if problem:
+            print(f"bench/run --check-readme: {problem}", file=sys.stderr)
+            return 1
+        say("README.md's Performance table matches docs/benchmarks-raw.json")
+        return 0
     if args.report_only:
         say(report_only(args.report_only, os.path.abspath(args.out)))
         return 0

@@ -7,6 +7,7 @@ from .common import BENCH, SH_BASE, SH_TREE, fmt, med, mmm, mode_name, ratio
 from .ctx import Cfg, Ctx
 from .setup import Wrapper, cgroup2_mount
 from .svg import write_svg
+from . import readme
 
 
 def write_report(ctx, out, cfg, info, elapsed):
@@ -362,6 +363,9 @@ def write_outputs(ctx, cfg, out):
                    "wrappers": {w.name: {"path": w.path, "version": w.version} for w in ctx.wrappers},
                    "missing": ctx.missing, "notes": ctx.notes, "skips": ctx.skips,
                    "host_notes": ctx.host_notes, "results": ctx.res}, f, indent=1)
+    # The README's Performance table follows the report it summarises (not a smoke run's).
+    if not cfg.smoke and os.path.abspath(out) == os.path.join(os.path.dirname(BENCH), "docs"):
+        readme.write(ctx.res, [w.name for w in ctx.wrappers], readme.readme_path(out))
     return report
 
 

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# PID-1 smoke test, standing in for `docker run` (no container engine in CI): runs guardian
+# PID-1 smoke test without a container engine (fast; .ci/ecosystem): runs guardian
 # as PID 1 of a new PID namespace with `unshare --pid --fork --mount-proc`, as the
 # Containerfile's ENTRYPOINT would, and checks that
 #   1. an orphan that exits on its own is reaped by guardian (no zombie is left under PID 1),
 #   2. a setsid, environment-clearing orphan still running when the provider exits is
 #      stopped, and nothing tagged with this run's nonce survives (checked in the host /proc),
 #   3. the provider's exit status, and 128+N for a provider killed by signal N, propagate.
+# The same behaviour under a real engine (podman, the image built from the Containerfile,
+# podman stop/kill, kube play) is checked by tests/container/run.sh (make container-test).
 # Needs root (unshare). GUARDIAN_BIN picks the binary (default: target/release/guardian,
 # built if missing). Idempotent; leaves nothing running.
 set -euo pipefail

@@ -282,6 +282,17 @@ export default spawnGuarded;
 
 /** guardian's command-line options for `options` (everything before `--`), with `--events-fd 3`. */
 export declare function guardianArgs(options?: GuardedOptions): string[];
+
+/** The guardian options the driver passes (checked against guardian's spec/options.json). */
+export declare const OPTIONS: ReadonlyArray<{
+  readonly key: string;
+  readonly long: string;
+  readonly kind: 'duration' | 'signal' | 'choice' | 'path' | 'flag' | 'count';
+  readonly extra?: readonly string[] | number;
+}>;
+
+/** guardian options the driver does not take as camelCase options, with the reason. */
+export declare const NOT_PASSED: Readonly<Record<string, string>>;
 /**
  * `{command, args}` running `command args...` under guardian without an
  * events fd: a command prefix for launchers that spawn it themselves, e.g.

@@ -102,44 +102,76 @@ export function guardianArgs(options = {}) {
   return ['--events-fd', String(EVENTS_FD), ...optionArgs(options)];
 }
 
+/**
+ * guardian's options this driver passes, in command-line order: the camelCase
+ * name, guardian's long option, its kind (as spec/options.json names kinds) and,
+ * for a choice, its words; for a count, its maximum. test/options.test.js checks
+ * this table against spec/options.json (generated from guardian's one option
+ * table), and that every guardian option is here or in NOT_PASSED.
+ */
+export const OPTIONS = Object.freeze([
+  ['grace', 'grace', 'duration'],
+  ['stopSignal', 'stop-signal', 'signal'],
+  ['forwardTo', 'forward-to', 'choice', ['provider', 'group']],
+  ['timeout', 'timeout', 'duration'],
+  ['waitDescendants', 'wait-descendants', 'flag'],
+  ['cgroup', 'cgroup', 'path'],
+  ['noParentWatch', 'no-parent-watch', 'flag'],
+  ['verbose', 'verbose', 'count', 3],
+  ['quiet', 'quiet', 'flag'],
+].map(([key, long, kind, extra]) => Object.freeze({ key, long, kind, extra })));
+
+/** guardian options the driver does not take as camelCase options, and why (pass them in guardianArgs). */
+export const NOT_PASSED = Object.freeze({
+  'events-fd': 'the driver sets it: the events reach it on fd 3',
+  'memory-max': 'a cgroup limit: pass it in guardianArgs',
+  'pids-max': 'a cgroup limit: pass it in guardianArgs',
+  'cpu-max': 'a cgroup limit: pass it in guardianArgs',
+  help: 'prints text; not for a driver',
+  version: 'prints text; not for a driver',
+});
+
+/** One option's value as guardian's arguments (none when it is off), by its kind. */
+const BY_KIND = {
+  duration: (o, v) => [`--${o.long}`, duration(o.key, v)],
+  signal: (o, v) => {
+    if (!(typeof v === 'string' && v !== '') && !Number.isInteger(v)) {
+      throw new TypeError(`${o.key} must be a signal name or number, got ${v}`);
+    }
+    return [`--${o.long}`, String(v)];
+  },
+  choice: (o, v) => {
+    if (!o.extra.includes(v)) {
+      throw new TypeError(`${o.key} must be ${o.extra.map((w) => `'${w}'`).join(' or ')}, got ${v}`);
+    }
+    return [`--${o.long}`, v];
+  },
+  path: (o, v) => {
+    if (v === false) return [];
+    const p = v === true ? 'auto' : v;
+    if (typeof p !== 'string' || p === '') {
+      throw new TypeError(`${o.key} must be true, 'auto' or a path, got ${v}`);
+    }
+    return [`--${o.long}`, p];
+  },
+  flag: (o, v) => (v ? [`--${o.long}`] : []),
+  count: (o, v) => {
+    if (v === false) return [];
+    const n = v === true ? 1 : Number(v);
+    if (!Number.isInteger(n) || n < 0 || n > o.extra) {
+      throw new TypeError(`${o.key} must be a boolean or a count from 0 to ${o.extra}, got ${v}`);
+    }
+    return Array(n).fill(`--${o.long}`);
+  },
+};
+
 function optionArgs(options) {
   const argv = [];
-  if (options.grace !== undefined && options.grace !== null) {
-    argv.push('--grace', duration('grace', options.grace));
+  for (const o of OPTIONS) {
+    const v = options[o.key];
+    if (v === undefined || v === null) continue;
+    argv.push(...BY_KIND[o.kind](o, v));
   }
-  if (options.stopSignal !== undefined && options.stopSignal !== null) {
-    const sig = options.stopSignal;
-    if (!(typeof sig === 'string' && sig !== '') && !Number.isInteger(sig)) {
-      throw new TypeError(`stopSignal must be a signal name or number, got ${sig}`);
-    }
-    argv.push('--stop-signal', String(sig));
-  }
-  if (options.forwardTo !== undefined && options.forwardTo !== null) {
-    if (options.forwardTo !== 'provider' && options.forwardTo !== 'group') {
-      throw new TypeError(`forwardTo must be 'provider' or 'group', got ${options.forwardTo}`);
-    }
-    argv.push('--forward-to', options.forwardTo);
-  }
-  if (options.timeout !== undefined && options.timeout !== null) {
-    argv.push('--timeout', duration('timeout', options.timeout));
-  }
-  if (options.waitDescendants) argv.push('--wait-descendants');
-  if (options.cgroup !== undefined && options.cgroup !== null && options.cgroup !== false) {
-    const cg = options.cgroup === true ? 'auto' : options.cgroup;
-    if (typeof cg !== 'string' || cg === '') {
-      throw new TypeError(`cgroup must be true, 'auto' or a path, got ${options.cgroup}`);
-    }
-    argv.push('--cgroup', cg);
-  }
-  if (options.noParentWatch) argv.push('--no-parent-watch');
-  if (options.verbose) {
-    const n = options.verbose === true ? 1 : Number(options.verbose);
-    if (!Number.isInteger(n) || n < 0) {
-      throw new TypeError(`verbose must be a boolean or a count, got ${options.verbose}`);
-    }
-    for (let i = 0; i < n; i++) argv.push('--verbose');
-  }
-  if (options.quiet) argv.push('--quiet');
   if (options.guardianArgs !== undefined) {
     if (!Array.isArray(options.guardianArgs)) throw new TypeError('guardianArgs must be an array of strings');
     argv.push(...options.guardianArgs.map(String));

@@ -1,22 +1,24 @@
-//! cli: the command line and the `GUARDIAN_*` environment variables. `parse.rs` turns argv
-//! and the environment into a validated [`Cli`] (or help, or the version); a bad option becomes
-//! a one-line error and exit status 125. `values.rs` parses option values (durations, signals,
-//! limits). `spec.rs` is the clap definition these follow: guardian itself does not link clap
-//! (building its `Command` was ~85% of guardian's start-up instructions); its unit tests check
-//! the parser against the definition, and xtask generates the man page, the completions and the
-//! help texts below from it.
+//! cli: the command line and the `GUARDIAN_*` environment variables. Every option is defined
+//! once, in the option table (`treeguardian_spec::options`: names, variable, kind of value, help,
+//! default). `parse.rs` reads argv and the environment by that table into a validated [`Cli`]
+//! (or help, or the version); a bad option becomes a one-line error and exit status 125.
+//! `values.rs` parses a value of each kind. guardian itself does not link clap (building its
+//! `Command` was ~85% of guardian's start-up instructions): the unit tests (`tests.rs`) parse
+//! with the clap definition built from the same table and compare, and xtask generates the man
+//! page, the completions, the help texts below and `spec/options.json` from it.
 
 use std::ffi::OsString;
 use std::time::Duration;
 
+use treeguardian_spec::options::Opt;
+
 mod parse;
-#[cfg(test)]
-mod spec;
 #[cfg(test)]
 mod tests;
 mod values;
 
 pub use parse::{Parsed, parse};
+use values::Value;
 #[cfg(test)]
 pub use values::parse_duration;
 
@@ -29,7 +31,8 @@ pub enum ForwardTo {
     Group,
 }
 
-/// guardian's settings, as `spec::Cli` defines them (same fields, same meaning).
+/// guardian's settings: one field per option of the table (set by [`Cli::set`]), with the
+/// table's defaults (the unit tests check them against the table's through clap).
 #[derive(Debug, PartialEq)]
 pub struct Cli {
     pub sub: Option<Sub>,
@@ -56,19 +59,76 @@ pub enum Sub {
     Doctor { json: bool, cgroup: Option<OsString> },
 }
 
-/// Every variable guardian reads its settings from: each option's `env` in `spec.rs` (a unit
-/// test checks the list against it), and `GUARDIAN_VERBOSE`. Sorted, one string (a table of
-/// `&str` would be relocated at every start, see parse.rs).
-const ENV_VARS: &str = "GUARDIAN_CGROUP GUARDIAN_CPU_MAX GUARDIAN_EVENTS_FD GUARDIAN_FORWARD_TO GUARDIAN_GRACE \
-GUARDIAN_MEMORY_MAX GUARDIAN_NO_PARENT_WATCH GUARDIAN_PIDS_MAX GUARDIAN_STOP_SIGNAL GUARDIAN_TIMEOUT GUARDIAN_VERBOSE \
-GUARDIAN_WAIT_DESCENDANTS";
-
-/// The variables of [`ENV_VARS`].
+/// Every variable guardian reads its settings from (each option's variable in the table).
 pub fn env_vars() -> impl Iterator<Item = &'static str> {
-    ENV_VARS.split(' ')
+    treeguardian_spec::options::env_vars()
 }
 
-/// The help texts, clap's renderings of `spec.rs` written by `xtask man` (`make man`); the
+impl Default for Cli {
+    fn default() -> Cli {
+        Cli {
+            sub: None,
+            grace: Duration::from_secs(1),
+            stop_signal: libc::SIGTERM,
+            forward_to: ForwardTo::Provider,
+            events_fd: None,
+            timeout: None,
+            wait_descendants: false,
+            no_parent_watch: false,
+            cgroup: None,
+            memory_max: None,
+            pids_max: None,
+            cpu_max: None,
+            verbose: 0,
+            quiet: false,
+            command: Vec::new(),
+        }
+    }
+}
+
+impl Cli {
+    /// Stores an option's value: the one place that knows which field an option sets. The
+    /// parser has checked that the value is of the option's kind.
+    fn set(&mut self, o: Opt, v: Value) {
+        match (o, v) {
+            (Opt::Grace, Value::Duration(d)) => self.grace = d,
+            (Opt::StopSignal, Value::Signal(s)) => self.stop_signal = s,
+            (Opt::ForwardTo, Value::Word(w)) => {
+                self.forward_to = if w == "group" { ForwardTo::Group } else { ForwardTo::Provider };
+            }
+            (Opt::EventsFd, Value::Fd(n)) => self.events_fd = Some(n),
+            // 0 is no timeout, as with coreutils timeout.
+            (Opt::Timeout, Value::Duration(d)) => self.timeout = Some(d).filter(|d| !d.is_zero()),
+            (Opt::WaitDescendants, Value::Flag(b)) => self.wait_descendants = b,
+            (Opt::NoParentWatch, Value::Flag(b)) => self.no_parent_watch = b,
+            (Opt::Cgroup, Value::Path(p)) => self.cgroup = Some(p),
+            (Opt::MemoryMax, Value::Text(t)) => self.memory_max = Some(t),
+            (Opt::PidsMax, Value::Text(t)) => self.pids_max = Some(t),
+            (Opt::CpuMax, Value::Text(t)) => self.cpu_max = Some(t),
+            (Opt::Verbose, Value::Count(n)) => self.verbose = n,
+            (Opt::Quiet, Value::Flag(b)) => self.quiet = b,
+            (Opt::SweepCgroup | Opt::DoctorCgroup, Value::Path(p)) => match &mut self.sub {
+                Some(Sub::Sweep { cgroup, .. } | Sub::Doctor { cgroup, .. }) => *cgroup = Some(p),
+                None => {}
+            },
+            (Opt::Leaf, Value::Path(p)) => {
+                if let Some(Sub::Sweep { leaf, .. }) = &mut self.sub {
+                    *leaf = Some(p);
+                }
+            }
+            (Opt::Json, Value::Flag(b)) => {
+                if let Some(Sub::Doctor { json, .. }) = &mut self.sub {
+                    *json = b;
+                }
+            }
+            // Help and version are printed, never stored; a value of another kind cannot come
+            // from the parser (values.rs makes the kind's value).
+            _ => {}
+        }
+    }
+}
+
+/// The help texts, clap's renderings of the option table written by `xtask man` (`make man`); the
 /// unit tests fail when they are stale. `-h` prints the short one, `--help` the long one (the
 /// subcommands have one rendering for both, as with clap). `[env: NAME=]` is completed with the
 /// variable's value when printed (`parse::with_env_values`), as clap did.
@@ -82,12 +142,7 @@ pub mod help {
 /// `guardian --version`.
 pub const VERSION: &str = concat!("guardian ", env!("CARGO_PKG_VERSION"), "\n");
 
-/// Log verbosity: 0 quiet (fatal only), 1 warnings (default), 2 info (-v), 3 debug (-vv).
-/// `env` looks up `GUARDIAN_VERBOSE` (0 to 3).
-pub fn verbosity(cli: &Cli, env: &dyn Fn(&str) -> Option<OsString>) -> u8 {
-    if cli.quiet {
-        return 0;
-    }
-    let from_env = env("GUARDIAN_VERBOSE").and_then(|v| v.to_str()?.parse::<u8>().ok()).unwrap_or(0);
-    1 + cli.verbose.max(from_env).min(3)
+/// Log verbosity: 0 quiet (fatal only), 1 warnings (default), 2 info (-v), 3 debug (-vv), 4 (-vvv).
+pub fn verbosity(cli: &Cli) -> u8 {
+    if cli.quiet { 0 } else { 1 + cli.verbose.min(3) }
 }

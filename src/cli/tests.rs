@@ -1,8 +1,8 @@
-//! The runtime parser (`parse.rs`) against its specification, the clap definition (`spec.rs`):
-//! generated command lines and environments must give the same settings, the same help or
-//! version text, or be refused by both; the help texts guardian prints must be clap's; the
-//! variables guardian consumes must be those clap reads. Then the behaviours users rely on,
-//! one by one, with the messages they get.
+//! The runtime parser (`parse.rs`) against the clap definition built from the same option table
+//! (`treeguardian_spec::clap`, with guardian's value parsers): generated command lines and
+//! environments must give the same settings, the same help or version text, or be refused by
+//! both; the help texts guardian prints must be clap's. Then the behaviours users rely on, one
+//! by one, with the messages they get.
 //!
 //! clap reads an option's variable from the process environment, so the comparisons run in a
 //! child test process (this test binary, `--exact`, one test thread) that sets the variables
@@ -12,10 +12,12 @@ use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::time::Duration;
 
-use clap::{CommandFactory, Parser};
+use clap::builder::{TypedValueParser, ValueParser};
 use proptest::prelude::*;
+use treeguardian_spec::options::{Commands, Kind, Opt};
 
-use super::{Cli, ForwardTo, Parsed, Sub, env_vars, help, parse, spec};
+use super::values::{Value, parse_value};
+use super::{Cli, ForwardTo, Parsed, Sub, env_vars, help, parse};
 
 /// What a parser made of a command line.
 #[derive(Debug, PartialEq)]
@@ -25,37 +27,69 @@ enum Outcome {
     Refused(String),
 }
 
-fn from_spec(c: spec::Cli) -> Cli {
-    Cli {
-        sub: c.sub.map(|s| match s {
-            spec::Sub::Sweep { cgroup, leaf } => Sub::Sweep { cgroup, leaf },
-            spec::Sub::Doctor { json, cgroup } => Sub::Doctor { json, cgroup },
-        }),
-        grace: c.grace,
-        stop_signal: c.stop_signal,
-        forward_to: match c.forward_to {
-            spec::ForwardTo::Provider => ForwardTo::Provider,
-            spec::ForwardTo::Group => ForwardTo::Group,
-        },
-        events_fd: c.events_fd,
-        timeout: c.timeout,
-        wait_descendants: c.wait_descendants,
-        no_parent_watch: c.no_parent_watch,
-        cgroup: c.cgroup,
-        memory_max: c.memory_max,
-        pids_max: c.pids_max,
-        cpu_max: c.cpu_max,
-        verbose: c.verbose,
-        quiet: c.quiet,
-        command: c.command,
+/// guardian's own value parser for an option's kind, as clap takes one.
+#[derive(Clone)]
+struct ByKind(Kind);
+
+impl TypedValueParser for ByKind {
+    type Value = Value;
+
+    fn parse_ref(&self, cmd: &clap::Command, _: Option<&clap::Arg>, value: &OsStr) -> Result<Value, clap::Error> {
+        parse_value(self.0, value).map_err(|e| clap::Error::raw(clap::error::ErrorKind::InvalidValue, e).with_cmd(cmd))
+    }
+}
+
+/// The clap definition, built now (clap reads the variables when it is built), with
+/// guardian's value parsers (a choice's words stay clap's possible values, as in the help).
+fn clap_command() -> clap::Command {
+    treeguardian_spec::clap::command(env!("CARGO_PKG_VERSION"), &|o| {
+        Some(match o.kind() {
+            Kind::Choice(words) => ValueParser::new(
+                clap::builder::PossibleValuesParser::new(words.split(' '))
+                    .try_map(move |s: String| parse_value(Kind::Choice(words), OsStr::new(&s))),
+            ),
+            kind => ValueParser::new(ByKind(kind)),
+        })
+    })
+}
+
+/// Stores what clap matched for one command's options, through the same `Cli::set`.
+fn store(m: &clap::ArgMatches, command: Commands, cli: &mut Cli) {
+    use treeguardian_spec::clap::id;
+    for o in Opt::of(command) {
+        let v = match o.kind() {
+            Kind::Help | Kind::Version => continue,
+            Kind::Flag => Value::Flag(m.get_flag(id(o))),
+            Kind::Count(_) => Value::Count(m.get_count(id(o))),
+            _ => match m.get_one::<Value>(id(o)) {
+                Some(v) => v.clone(),
+                None => continue,
+            },
+        };
+        cli.set(o, v);
     }
 }
 
 /// clap, reading the variables from the process environment.
 fn by_clap(argv: &[OsString]) -> Outcome {
     use clap::error::ErrorKind;
-    match spec::Cli::try_parse_from(argv) {
-        Ok(c) => Outcome::Run(from_spec(c)),
+    match clap_command().try_get_matches_from(argv) {
+        Ok(m) => {
+            let mut cli = Cli::default();
+            store(&m, Commands::MAIN, &mut cli);
+            match m.subcommand() {
+                Some(("sweep", sm)) => {
+                    cli.sub = Some(Sub::Sweep { cgroup: None, leaf: None });
+                    store(sm, Commands::SWEEP, &mut cli);
+                }
+                Some((_, sm)) => {
+                    cli.sub = Some(Sub::Doctor { json: false, cgroup: None });
+                    store(sm, Commands::DOCTOR, &mut cli);
+                }
+                None => cli.command = m.get_many::<OsString>("command").into_iter().flatten().cloned().collect(),
+            }
+            Outcome::Run(cli)
+        }
         Err(e) if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => {
             Outcome::Print(e.to_string())
         }
@@ -206,29 +240,38 @@ const TOKENS: &[&[u8]] = &[
     b"--cgroup=a=b",
 ];
 
-/// Values for the variables, per variable (the last of each list is also tried for all).
+/// Values for a variable, by its option's kind: empty, not UTF-8, junk, good ones, and ones too
+/// large to hold. Every `GUARDIAN_*` variable of the table gets them.
 fn env_values(name: &str) -> Vec<&'static [u8]> {
-    let mut v: Vec<&'static [u8]> = vec![b"", b"\xff", b"bad"];
-    v.extend_from_slice(match name {
-        "GUARDIAN_GRACE" | "GUARDIAN_TIMEOUT" => &[b"2s", b"0", b"1.5m"],
-        "GUARDIAN_STOP_SIGNAL" => &[b"INT", b"KILL", b"15", b"sigusr1"],
-        "GUARDIAN_FORWARD_TO" => &[b"group", b"provider", b"GROUP"],
-        "GUARDIAN_EVENTS_FD" => &[b"3", b"-1", b"+7", b" 3"],
-        "GUARDIAN_WAIT_DESCENDANTS" | "GUARDIAN_NO_PARENT_WATCH" => {
-            &[b"1", b"0", b"yes", b"No", b"TRUE", b"off", b"t", b"maybe"]
-        }
-        "GUARDIAN_CGROUP" => &[b"auto", b"/sys/fs/cgroup/a", b"-x"],
-        "GUARDIAN_MEMORY_MAX" => &[b"512M", b"max", b"1X"],
-        "GUARDIAN_PIDS_MAX" => &[b"64", b"0", b"max"],
-        "GUARDIAN_CPU_MAX" => &[b"0.5", b"50000 100000", b"max"],
-        _ => &[],
+    let kind = Opt::ALL.iter().find(|o| o.env() == Some(name)).map(|o| o.kind());
+    let mut v: Vec<&'static [u8]> = vec![b"", b"\xff", b"bad", b" "];
+    v.extend_from_slice(match kind {
+        Some(Kind::Duration) => &[
+            b"2s",
+            b"0",
+            b"1.5m",
+            b"18446744073.709551615s",
+            b"18446744074",
+            b"100000000000s",
+            b"99999999999999999999999999999999999999999h",
+        ],
+        Some(Kind::Signal) => &[b"INT", b"KILL", b"15", b"sigusr1", b"65", b"99999999999"],
+        Some(Kind::Choice(_)) => &[b"group", b"provider", b"GROUP"],
+        Some(Kind::Fd) => &[b"3", b"-1", b"+7", b" 3", b"2147483648", b"99999999999999999999"],
+        Some(Kind::Path) => &[b"auto", b"/sys/fs/cgroup/a", b"-x"],
+        Some(Kind::Size) => &[b"512M", b"max", b"1X", b"16777216T", b"18446744073709551616"],
+        Some(Kind::Limit) => &[b"64", b"0", b"max", b"18446744073709551616"],
+        Some(Kind::Cpus) => &[b"0.5", b"50000 100000", b"max", b"4097", b"1e400"],
+        Some(Kind::Flag) => &[b"1", b"0", b"yes", b"No", b"TRUE", b"off", b"t", b"maybe"],
+        Some(Kind::Count(_)) => &[b"0", b"1", b"3", b"4", b"-1", b"debug", b"yes", b"256", b"2.0", b"99999999999"],
+        Some(Kind::Help | Kind::Version) | None => &[],
     });
     v
 }
 
-/// The variables clap reads (every option's `env`).
+/// Every variable the table names (clap reads each option's `env`).
 fn option_vars() -> Vec<&'static str> {
-    env_vars().filter(|&v| v != "GUARDIAN_VERBOSE").collect()
+    env_vars().collect()
 }
 
 fn compare(args: &[Vec<u8>], vars: &[(&str, Option<&[u8]>)]) -> Result<(), String> {
@@ -337,17 +380,58 @@ fn parser_agrees_with_clap() {
 
 #[test]
 fn consumed_variables_are_the_ones_clap_reads() {
-    let cmd = spec::Cli::command();
+    let cmd = clap_command();
     let mut names: Vec<String> = cmd
         .get_arguments()
         .chain(cmd.get_subcommands().flat_map(|s| s.get_arguments()))
         .filter_map(|a| a.get_env())
         .map(|e| e.to_string_lossy().into_owned())
         .collect();
-    names.push("GUARDIAN_VERBOSE".into());
     names.sort();
     names.dedup();
-    assert_eq!(names, env_vars().collect::<Vec<_>>());
+    let mut ours: Vec<&str> = env_vars().collect();
+    ours.sort_unstable();
+    assert_eq!(names, ours);
+}
+
+/// spec/options.json (for the drivers) is the table's rendering now.
+#[test]
+fn options_json_is_up_to_date() {
+    assert!(
+        include_str!("../../spec/options.json") == treeguardian_spec::options::to_json(),
+        "spec/options.json is stale: run 'make options' and commit it"
+    );
+}
+
+/// `Cli::set` gives every option of the table a field: a value of the option's kind changes
+/// what the parser returns (a missing arm in `set` would be lost by both parsers alike).
+#[test]
+fn every_option_reaches_its_field() {
+    for &o in Opt::ALL {
+        let value: &[u8] = match o.kind() {
+            Kind::Help | Kind::Version => continue,
+            Kind::Duration => b"7s",
+            Kind::Signal => b"HUP",
+            Kind::Choice(words) => words.rsplit(' ').next().unwrap_or_default().as_bytes(),
+            Kind::Fd => b"9",
+            Kind::Path => b"/p",
+            Kind::Size => b"1M",
+            Kind::Limit => b"9",
+            Kind::Cpus => b"2",
+            Kind::Flag => b"true",
+            Kind::Count(_) => b"2",
+        };
+        let value = parse_value(o.kind(), OsStr::from_bytes(value)).unwrap();
+        let sub = match o {
+            _ if o.commands().has(Commands::SWEEP) => Some(Sub::Sweep { cgroup: None, leaf: None }),
+            _ if o.commands().has(Commands::DOCTOR) => Some(Sub::Doctor { json: false, cgroup: None }),
+            _ => None,
+        };
+        let mut cli = Cli { sub, ..Cli::default() };
+        let before = format!("{cli:?}");
+        cli.set(o, value);
+        assert_ne!(format!("{cli:?}"), before, "{o:?}: Cli::set has no arm for it");
+    }
 }
 
 // ---- behaviours, one by one (no environment needed: the hand parser takes a lookup) ----
@@ -488,7 +572,7 @@ fn refusals_name_the_problem() {
         (&["-q", "-q", "true"], "'--quiet' cannot be used multiple times"),
         (&["-g1", "--grace=2", "true"], "'--grace <DURATION>' cannot be used multiple times"),
         (&["--wait-descendants=yes", "true"], "'--wait-descendants' takes no value"),
-        (&["sweep", "--cgroup", "a", "--leaf", "b"], "'--cgroup <PATH>' cannot be used with '--leaf <LEAF>'"),
+        (&["sweep", "--cgroup", "a", "--leaf", "b"], "'--leaf <LEAF>' cannot be used with '--cgroup <PATH>'"),
         (&["doctor", "x"], "'guardian doctor' takes no COMMAND"),
         (&["doctor", "-v"], "unexpected argument '-v' found"),
         (&["doctor", "-V"], "unexpected argument '-V' found"),

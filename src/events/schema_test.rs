@@ -279,6 +279,28 @@ fn man_page_lists_every_event_and_field() {
     assert_eq!(problems("man/guardian.1", &man_page(), false), Vec::<String>::new());
 }
 
+/// The help texts' "Events (--events-fd N): ..." paragraph (crates/spec/src/clap.rs, rendered
+/// into man/help/ and printed by `guardian --help`) names every event, and nothing else.
+#[test]
+fn help_text_lists_every_event() {
+    for file in ["man/help/guardian.txt", "man/help/guardian.long.txt"] {
+        let text = read(file);
+        let start = text.find("Events (--events-fd N):").unwrap_or_else(|| panic!("{file}: no Events paragraph"));
+        let para = text[start..].split("\n\n").next().unwrap_or_default();
+        let list = para.split_once("`ts`:").map_or("", |(_, l)| l);
+        // Each comma-separated piece starts with an event's name ("released (always last; ...)").
+        let named: Vec<&str> = list
+            .split(',')
+            .filter_map(|piece| piece.split_whitespace().next())
+            .map(|w| w.trim_end_matches('.'))
+            .collect();
+        let mut named_sorted = named.clone();
+        named_sorted.sort_unstable();
+        let expected: Vec<&str> = emitted().keys().copied().collect();
+        assert_eq!(named_sorted, expected, "{file}: the Events paragraph lists {named:?}");
+    }
+}
+
 #[test]
 fn typescript_declares_every_event_and_field() {
     assert_eq!(problems("packaging/npm/index.d.ts", &typescript(), true), Vec::<String>::new());

@@ -104,3 +104,107 @@ fn arguments_that_are_not_utf8_reach_command_untouched() {
     let out = run(guardian(&["--", "sh", "-c", r#"[ "$1" = "$(printf '\377a\376')" ]"#, "x"]).arg(&odd));
     assert_eq!(out.status.code(), Some(0), "{out:?}");
 }
+
+/// A refusal: status 125, one line naming `expected`, and COMMAND never ran (it would have
+/// created a file).
+fn assert_refused_before_start(args: &[&str], vars: &[(&str, &str)], expected: &[&str]) {
+    let ctx = Ctx::new("cli_refused");
+    let marker = ctx.path("ran");
+    let script = format!("touch '{}'", marker.display());
+    let mut cmd = guardian(args);
+    cmd.args(["--", "sh", "-c", &script]).envs(vars.iter().copied());
+    let out = run(&mut cmd);
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(125), "{args:?} {vars:?}: {err}");
+    assert_eq!(err.lines().count(), 1, "{args:?} {vars:?}: {err}");
+    for part in expected {
+        assert!(err.contains(part), "{args:?} {vars:?}: {err:?} lacks {part:?}");
+    }
+    assert!(!marker.exists(), "{args:?} {vars:?}: COMMAND ran");
+}
+
+/// Issue 22.3: the user gave a number with a unit; the message says it is too large and what
+/// the largest is, for the option and for its variable.
+#[test]
+fn a_duration_too_large_to_hold_says_so_and_gives_the_maximum() {
+    for (args, vars) in [
+        (&["--grace", "100000000000s"][..], &[][..]),
+        (&["-t", "99999999999999999999h"], &[]),
+        (&[], &[("GUARDIAN_TIMEOUT", "18446744074")]),
+        (&[], &[("GUARDIAN_GRACE", "5124096h")]),
+    ] {
+        assert_refused_before_start(args, vars, &["too large", "the maximum is 18446744073s"]);
+    }
+    // The maximum itself is accepted.
+    let out = run(&mut guardian(&["--grace", "18446744073s", "true"]));
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+}
+
+/// The same class for the other numbers: a limit or an fd number written correctly but too
+/// large to hold is called too large, with the maximum.
+#[test]
+fn a_number_too_large_to_hold_says_so_and_gives_the_maximum() {
+    for (args, vars) in [
+        (&["--memory-max", "16777216T"][..], &[][..]),
+        (&["--pids-max=18446744073709551616"], &[]),
+        (&["--cpu-max", "4097"], &[]),
+        (&["--events-fd=2147483648"], &[]),
+        (&[], &[("GUARDIAN_MEMORY_MAX", "18446744073709551616")]),
+        (&[], &[("GUARDIAN_CPU_MAX", "50000 1000001")]),
+    ] {
+        assert_refused_before_start(args, vars, &["too large", "the maximum is"]);
+    }
+}
+
+/// Issue 22.4: `--timeout 0` and `GUARDIAN_TIMEOUT=0` mean no timeout, as with coreutils
+/// timeout: the provider runs to its own end and its status is guardian's, no `stopping` event.
+#[test]
+fn timeout_zero_means_no_timeout() {
+    for (args, vars) in [(&["--timeout", "0"][..], &[][..]), (&["-t0s"], &[]), (&[], &[("GUARDIAN_TIMEOUT", "0")])] {
+        let mut cmd = guardian(args);
+        cmd.args(["--events-fd", "1", "--", "sh", "-c", "sleep 0.3; exit 3"]).envs(vars.iter().copied());
+        let out = run(&mut cmd);
+        let events = parse_events(&text(&out.stdout));
+        assert_eq!(out.status.code(), Some(3), "{args:?} {vars:?}: {out:?}");
+        assert!(find(&events, |e| e["event"] == "stopping").is_none(), "{args:?} {vars:?}: {events:?}");
+        assert!(find(&events, |e| e["event"] == "exit" && e["code"] == 3).is_some(), "{events:?}");
+    }
+}
+
+/// Issue 22.5: GUARDIAN_VERBOSE is checked like every other variable (a count, 0 to 3), and a
+/// good value takes effect.
+#[test]
+fn guardian_verbose_is_validated_like_the_other_variables() {
+    for bad in ["junk", "-1", "debug", "yes", "256", "2.0", "4", ""] {
+        assert_refused_before_start(
+            &[],
+            &[("GUARDIAN_VERBOSE", bad)],
+            &["GUARDIAN_VERBOSE", "use a count from 0 to 3"],
+        );
+    }
+    let out = run(guardian(&["--", "true"]).env("GUARDIAN_VERBOSE", "2"));
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert!(text(&out.stderr).contains("guardian: "), "GUARDIAN_VERBOSE=2 logged nothing: {out:?}");
+    let out = run(guardian(&["--", "true"]).env("GUARDIAN_VERBOSE", "0"));
+    assert_eq!((out.status.code(), text(&out.stderr)), (Some(0), String::new()), "{out:?}");
+    // The variable against --quiet names itself and the fix.
+    assert_refused_before_start(
+        &["-q"],
+        &[("GUARDIAN_VERBOSE", "1")],
+        &["(set by GUARDIAN_VERBOSE)", "unset GUARDIAN_VERBOSE"],
+    );
+}
+
+/// Issue 22.8a: an empty path is a usage error, not the current directory.
+#[test]
+fn an_empty_cgroup_path_is_a_usage_error() {
+    assert_refused_before_start(&["--cgroup", ""], &[], &["'--cgroup <auto|PATH>'", "the path is empty"]);
+    assert_refused_before_start(&["--cgroup="], &[], &["the path is empty"]);
+    assert_refused_before_start(&[], &[("GUARDIAN_CGROUP", "")], &["(from GUARDIAN_CGROUP)", "the path is empty"]);
+    for args in [&["sweep", "--cgroup", ""][..], &["doctor", "--cgroup="], &["sweep", "--leaf", ""]] {
+        let out = run(&mut guardian(args));
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(125), "{args:?}: {err}");
+        assert!(err.contains("the path is empty") && err.lines().count() == 1, "{args:?}: {err}");
+    }
+}

@@ -1,37 +1,15 @@
-//! xtask: generates guardian's man page (`man/guardian.1`), help texts (`man/help/`) and shell
-//! completions (`completions/`) from the clap definition in `src/cli/spec.rs`, so the guardian
-//! binary itself carries neither clap nor clap_mangen nor clap_complete.
+//! xtask: generates, from the option table (`crates/spec/src/options.rs`) through the clap
+//! definition built from it (`treeguardian_spec::clap`, so the guardian binary carries neither
+//! clap nor clap_mangen nor clap_complete), guardian's man page (`man/guardian.1`), help texts
+//! (`man/help/`) and shell completions (`completions/`), and `spec/options.json`, the option
+//! list the Node, Python and Rust drivers are checked against.
 //!
 //! `cargo run -p xtask -- man DIR` writes `DIR/guardian.1` and `DIR/help/*.txt` (what
 //! `guardian -h` and `--help`, and those of `sweep` and `doctor`, print; guardian includes
-//! them with `include_str!`); `cargo run -p xtask -- completions
-//! DIR` writes `DIR/guardian.bash`, `DIR/_guardian` and `DIR/guardian.fish`. The output is
-//! deterministic (no date), so `make check-generated` can diff it against the checked-in files.
-
-// The CLI definition (guardian's unit tests check its runtime parser against it) and the
-// value parsers it names, shared with the guardian binary.
-// In guardian both are submodules of `cli`; here they sit side by side at the crate root, so
-// spec.rs's `super::values` names the same file in both.
-#[allow(dead_code)]
-#[path = "../../src/cli/spec.rs"]
-mod spec;
-#[allow(dead_code)]
-#[path = "../../src/cli/values.rs"]
-mod values;
-
-// cli/values.rs parses --stop-signal through guardian's `signals`, which uses `sys` (src/sys/mod.rs
-// brings its files along); include both so the definition (and cli.rs's own tests) behave
-// exactly as in the binary.
-#[allow(dead_code)]
-#[path = "../../src/signals.rs"]
-mod signals;
-#[allow(dead_code, unused_imports)]
-#[path = "../../src/sys/mod.rs"]
-mod sys;
-// signals.rs names a resource errno (EMFILE: the fd limit) through guardian's `errno`.
-#[allow(dead_code)]
-#[path = "../../src/errno.rs"]
-mod errno;
+//! them with `include_str!`); `cargo run -p xtask -- completions DIR` writes
+//! `DIR/guardian.bash`, `DIR/_guardian` and `DIR/guardian.fish`; `cargo run -p xtask -- options
+//! DIR` writes `DIR/options.json`. The output is deterministic (no date), so `make
+//! check-generated` can diff it against the checked-in files.
 
 mod man;
 
@@ -40,7 +18,6 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use clap::CommandFactory;
 use clap_complete::Shell;
 
 fn main() -> ExitCode {
@@ -56,8 +33,9 @@ fn main() -> ExitCode {
     let result = match args.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
         ["man", dir] => write_man(Path::new(dir)),
         ["completions", dir] => write_completions(Path::new(dir)),
+        ["options", dir] => write_options(Path::new(dir)),
         _ => {
-            eprintln!("usage: xtask man DIR | xtask completions DIR");
+            eprintln!("usage: xtask man DIR | xtask completions DIR | xtask options DIR");
             return ExitCode::from(2);
         }
     };
@@ -78,7 +56,7 @@ fn main() -> ExitCode {
 /// The guardian command as the binary builds it, with the guardian package's version (this
 /// crate's own `CARGO_PKG_VERSION` would be xtask's).
 pub fn command() -> clap::Command {
-    spec::Cli::command().version(guardian_version())
+    treeguardian_spec::clap::command(guardian_version(), &|_| None)
 }
 
 fn guardian_version() -> &'static str {
@@ -134,4 +112,11 @@ fn write_completions(dir: &Path) -> io::Result<Vec<PathBuf>> {
         written.push(path);
     }
     Ok(written)
+}
+
+fn write_options(dir: &Path) -> io::Result<Vec<PathBuf>> {
+    fs::create_dir_all(dir)?;
+    let path = dir.join("options.json");
+    fs::write(&path, treeguardian_spec::options::to_json())?;
+    Ok(vec![path])
 }

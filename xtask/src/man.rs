@@ -208,12 +208,17 @@ fn environment(roff: &mut Roff, cmd: &clap::Command) {
     for arg in cmd.get_arguments() {
         let Some(env) = arg.get_env() else { continue };
         let long = arg.get_long().unwrap_or_default();
-        tagged(roff, vec![bold(env.to_string_lossy().into_owned())], &format!("Same as --{long}."));
+        let what = match long {
+            "verbose" => " (a count, 0 to 3: the same as giving -v that many times)".to_string(),
+            "timeout" => " (0: no timeout)".to_string(),
+            _ => String::new(),
+        };
+        tagged(roff, vec![bold(env.to_string_lossy().into_owned())], &format!("Same as --{long}{what}."));
     }
-    tagged(
+    para(
         roff,
-        vec![bold("GUARDIAN_VERBOSE")],
-        "Verbosity 0 to 3, the same as giving -v that many times; the larger of the two wins.",
+        "A variable that is set is checked like the option's value, even when it is empty: an empty \
+         or malformed value is a usage error (exit status 125) that names the variable.",
     );
 }
 
