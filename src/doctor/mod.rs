@@ -23,7 +23,6 @@ use std::path::{Path, PathBuf};
 
 use crate::cgroup::mount::{Mount, parse_proc_cgroup, read_all_mounts};
 use crate::cgroup::{Hierarchy, Parent, Request};
-use crate::proctree::Proc;
 use crate::sys;
 
 use probes::{ChildProbes, ParentWatch, Probe};
@@ -246,6 +245,14 @@ fn startup_checks(
         }
     }
     let (me, own_proc) = (f.me, f.proc.own_namespace);
+    if let Some(e) = &f.proc.error {
+        problems.push(Problem::new(
+            "proc",
+            format!("{e}; guardian would refuse to start (exit 125)"),
+            "give guardian the resource the error names",
+        ));
+        return None;
+    }
     if own_proc || me == 1 {
         return mode;
     }
@@ -267,15 +274,20 @@ fn startup_checks(
 /// The `/proc` mount (its `children` files are probed on the probe child).
 struct ProcFacts {
     own_namespace: bool,
+    /// /proc could not be judged (not missing: another error, such as EMFILE), explained.
+    error: Option<String>,
     hidepid: Option<String>,
     subset: Option<String>,
 }
 
 fn proc_facts(mounts: &[Mount]) -> ProcFacts {
-    let own_namespace = Proc::open().ok().is_some_and(|mut p| p.is_own_namespace());
+    let (own_namespace, error) = match crate::proctree::open_own() {
+        Ok(own) => (own.is_some(), None),
+        Err(e) => (false, Some(e)),
+    };
     let proc_mount = mounts.iter().rev().find(|m| m.mount_point == Path::new("/proc") && m.fstype == "proc");
     let opt = |key: &str| proc_mount.and_then(|m| m.option(key)).map(String::from);
-    ProcFacts { own_namespace, hidepid: opt("hidepid"), subset: opt("subset") }
+    ProcFacts { own_namespace, error, hidepid: opt("hidepid"), subset: opt("subset") }
 }
 
 struct CgroupFacts {

@@ -34,8 +34,10 @@ impl Probe {
     /// A call failed with an error: its errno name is recorded, `call` and the error text
     /// make the detail.
     pub fn call_failed(e: &io::Error, call: impl Into<String>) -> Probe {
-        let errno = e.raw_os_error().map(crate::errno::name);
-        Probe { ok: Some(false), errno, detail: format!("{}: {e}", call.into()) }
+        let errno = e.raw_os_error();
+        // A resource error (EMFILE: the fd limit) is named as such, with the limit's value.
+        let why = if errno.is_some_and(crate::errno::is_resource) { crate::errno::explain(e) } else { e.to_string() };
+        Probe { ok: Some(false), errno: errno.map(crate::errno::name), detail: format!("{}: {why}", call.into()) }
     }
     /// The calls succeeded (or there was none to make) but the outcome is not what guardian
     /// needs: no errno, `detail` says what was seen.
@@ -189,8 +191,10 @@ fn pidfd_identity(fd: &OwnedFd, pid: i32) -> (Probe, Probe) {
         Ok(proc) => proc,
         Err(e) => return (get_info, Probe::call_failed(&e, "open /proc")),
     };
-    if !proc.is_own_namespace() {
-        return (get_info, Probe::untested("/proc belongs to another PID namespace"));
+    match proc.own_namespace() {
+        Ok(true) => {}
+        Ok(false) => return (get_info, Probe::untested("/proc belongs to another PID namespace")),
+        Err(e) => return (get_info, Probe::call_failed(&e, "read /proc/self/stat")),
     }
     let fallback = match proc.pidfd_pid(fd) {
         Some(p) if p == pid => Probe::pass(format!("Pid: in {fdinfo} named the probe child ({pid})")),
@@ -214,8 +218,10 @@ fn children_file(child: Option<i32>) -> Probe {
         Ok(proc) => proc,
         Err(e) => return Probe::call_failed(&e, "open /proc"),
     };
-    if !proc.is_own_namespace() {
-        return Probe::untested("/proc belongs to another PID namespace");
+    match proc.own_namespace() {
+        Ok(true) => {}
+        Ok(false) => return Probe::untested("/proc belongs to another PID namespace"),
+        Err(e) => return Probe::call_failed(&e, "read /proc/self/stat"),
     }
     if !proc.has_children_files() {
         return Probe::fell_short(format!("{path} is missing (kernel without CONFIG_PROC_CHILDREN)"));

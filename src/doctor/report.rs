@@ -77,6 +77,7 @@ impl Report<'_> {
             },
             "proc": {
                 "own_namespace": procf.own_namespace,
+                "error": procf.error,
                 "hidepid": procf.hidepid,
                 "subset": procf.subset,
                 "children_file": f.child.children_file.holds(),
@@ -146,7 +147,11 @@ impl Report<'_> {
         line(format!("cgroup namespace    {} {}", mark(&cg.namespace_probe), cg.namespace_probe.detail));
         line(format!(
             "/proc               {}, hidepid={}",
-            if procf.own_namespace { "this PID namespace's" } else { "missing or another namespace's" },
+            match (&procf.error, procf.own_namespace) {
+                (Some(e), _) => format!("unreadable: {e}"),
+                (None, true) => "this PID namespace's".into(),
+                (None, false) => "missing or another namespace's".into(),
+            },
             procf.hidepid.as_deref().unwrap_or("off")
         ));
         line(format!("children file       {} {}", mark(&f.child.children_file), f.child.children_file.detail));

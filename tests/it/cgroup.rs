@@ -118,7 +118,7 @@ fn provider_and_setsid_descendant_start_in_the_leaf() {
 
     g.signal(libc::SIGTERM);
     let f = g.finish();
-    assert_eq!(f.code, Some(143), "stderr: {}", f.stderr);
+    assert_eq!(f.end(), killed_by(libc::SIGTERM), "stderr: {}", f.stderr);
     assert!(tagged_sleeps(n).is_empty(), "every tagged process is gone");
     assert!(!leaf.exists(), "the leaf was removed");
 }
@@ -136,7 +136,7 @@ fn killed_counts_descendants_not_the_provider() {
     ctx.wait_pid_file("ready");
     g.signal(libc::SIGTERM);
     let f = g.finish();
-    assert_eq!(f.code, Some(137), "the provider was SIGKILLed at the deadline; stderr: {}", f.stderr);
+    assert_eq!(f.end(), killed_by(libc::SIGKILL), "the provider was SIGKILLed at the deadline; stderr: {}", f.stderr);
     let released = g.wait_event_named("released");
     assert_eq!(released["killed"], 1, "one descendant (the sleep) needed SIGKILL: {released}");
     assert!(tagged_sleeps(n).is_empty(), "the tree is gone");
@@ -274,7 +274,7 @@ fn sweep_removes_a_dead_guardians_leaf_and_keeps_a_live_ones() {
     assert_eq!(tagged_sleeps(nb).len(), 1, "the live guardian's provider still runs");
 
     b.signal(libc::SIGTERM);
-    assert_eq!(b.finish().code, Some(143), "stderr: {}", b.stderr());
+    assert_eq!(b.finish().end(), killed_by(libc::SIGTERM), "stderr: {}", b.stderr());
     assert!(!leaf_b.exists());
 }
 
@@ -306,7 +306,7 @@ fn concurrent_guardians_do_not_kill_each_other() {
     assert_eq!(tagged_sleeps(nb).len(), 2, "B's tree is untouched by A's cgroup.kill");
     assert!(leaf_b.exists() && populated(&leaf_b));
     b.signal(libc::SIGTERM);
-    assert_eq!(b.finish().code, Some(143), "stderr: {}", b.stderr());
+    assert_eq!(b.finish().end(), killed_by(libc::SIGTERM), "stderr: {}", b.stderr());
     assert!(tagged_sleeps(nb).is_empty() && !leaf_b.exists());
 }
 
@@ -326,7 +326,7 @@ fn a_fork_storm_is_stopped() {
     wait_for("the storm is under way", || (tagged_sleeps(n).len() >= 50).then_some(()));
     g.signal(libc::SIGTERM);
     let f = g.finish();
-    assert_eq!(f.code, Some(137), "the provider ignored SIGTERM; stderr: {}", f.stderr);
+    assert_eq!(f.end(), killed_by(libc::SIGKILL), "the provider ignored SIGTERM; stderr: {}", f.stderr);
     assert!(cgroup_kill(&f.events).is_some());
     assert!(tagged_sleeps(n).is_empty(), "every sleeper of the storm is gone");
     assert!(!leaf.exists(), "the leaf was removed");
@@ -582,7 +582,7 @@ fn sweep_leaf_refuses_what_is_not_a_guardian_leaf_and_keeps_a_live_one() {
     assert!(text.contains(&format!("kept {}", leaf.display())), "{text}");
     assert_eq!(tagged_sleeps(n).len(), 1, "the live guardian's provider still runs");
     g.signal(libc::SIGTERM);
-    assert_eq!(g.finish().code, Some(143), "stderr: {}", g.stderr());
+    assert_eq!(g.finish().end(), killed_by(libc::SIGTERM), "stderr: {}", g.stderr());
 }
 
 #[test]
