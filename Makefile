@@ -127,3 +127,12 @@ npm-packages:
 .PHONY: container-test
 container-test:
 	bash tests/container/run.sh
+
+# The pure cgroup v2 lane (issue 19 Must 2): Debian's 6.1 cloud kernel in qemu (-accel tcg) with
+# cgroup_no_v1=all and nsdelegate, for each of VM_ARCHES; tests/vm/scenarios.sh plus the
+# integration tests' cgroup:: area run inside. Installs qemu and fetches the guest's packages
+# itself; prints `vm: N passed, N failed` last. See tests/vm/run.
+VM_ARCHES ?= all
+.PHONY: vm-test
+vm-test:
+	tests/vm/run $(VM_ARCHES)

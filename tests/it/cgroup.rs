@@ -418,15 +418,39 @@ fn an_unusable_explicit_path_exits_125_naming_file_and_permission() {
 // Hostile trees (issue 9 items 1, 5, 11, 12) and doctor's agreement with guardian (issue 12
 // item 6)
 
-/// A C program compiled into the test's directory (which uid 65534 can reach), so its path,
-/// argv[0], carries the nonce too.
+/// Where the C programs below come from: compiled here with `cc`, or, where the suite runs
+/// without a compiler (the vm-test guest), prebuilt on the host into the directory
+/// `GUARDIAN_TEST_PREBUILT_C` names (`tests/vm/run` does; one file per program name). Skips
+/// only when that directory lacks the program (no compiler for the guest's architecture).
+macro_rules! need_cc {
+    ($name:expr) => {
+        match std::env::var_os("GUARDIAN_TEST_PREBUILT_C") {
+            Some(dir) if !Path::new(&dir).join($name).exists() => {
+                skip!(
+                    "{} was not prebuilt in {} (no cc for this architecture on the host)",
+                    $name,
+                    dir.to_string_lossy()
+                )
+            }
+            Some(_) => {}
+            None => need_program!("cc", "gcc"),
+        }
+    };
+}
+
+/// A C program compiled (or copied from `GUARDIAN_TEST_PREBUILT_C`) into the test's directory
+/// (which uid 65534 can reach), so its path, argv[0], carries the nonce too.
 fn c_program(ctx: &Ctx, name: &str, source: &str) -> PathBuf {
     use std::os::unix::fs::PermissionsExt;
-    let src = ctx.path(&format!("{name}.c"));
     let bin = ctx.path(name);
-    std::fs::write(&src, source).expect("write C source");
-    let out = Command::new("cc").arg("-pthread").arg("-o").arg(&bin).arg(&src).output().expect("run cc");
-    assert!(out.status.success(), "cc failed: {}", String::from_utf8_lossy(&out.stderr));
+    if let Some(dir) = std::env::var_os("GUARDIAN_TEST_PREBUILT_C") {
+        std::fs::copy(Path::new(&dir).join(name), &bin).expect("copy the prebuilt C program");
+    } else {
+        let src = ctx.path(&format!("{name}.c"));
+        std::fs::write(&src, source).expect("write C source");
+        let out = Command::new("cc").arg("-pthread").arg("-o").arg(&bin).arg(&src).output().expect("run cc");
+        assert!(out.status.success(), "cc failed: {}", String::from_utf8_lossy(&out.stderr));
+    }
     std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).expect("chmod program");
     bin
 }
@@ -477,7 +501,7 @@ fn zombie_leader_waits(bin: &Path, n: &str) -> String {
 #[test]
 fn the_harness_finds_and_kills_a_process_whose_main_thread_exited() {
     use std::os::unix::process::ExitStatusExt;
-    need_program!("cc", "gcc");
+    need_cc!("zombie-leader");
     let ctx = Ctx::new("harness-zombie-leader");
     let bin = c_program(&ctx, "zombie-leader", ZOMBIE_LEADER);
     let mut child = Command::new(&bin).arg(ctx.sleep_arg(1000)).stdin(Stdio::null()).spawn().expect("spawn");
@@ -497,7 +521,7 @@ fn the_harness_finds_and_kills_a_process_whose_main_thread_exited() {
 #[test]
 fn a_process_whose_main_thread_exited_is_killed_in_the_leaf() {
     let mount = need_delegation!();
-    need_program!("cc", "gcc");
+    need_cc!("zombie-leader");
     let cg = TestCgroup::new(&mount, true);
     // Declared after `cg`, so dropped before it: its cleanup kills, through a pidfd, what
     // cgroup.kill in the cgroup's cleanup cannot.
@@ -518,7 +542,7 @@ fn a_process_whose_main_thread_exited_is_killed_in_the_leaf() {
 #[test]
 fn sweep_leaf_kills_a_process_cgroup_kill_misses() {
     let mount = need_delegation!();
-    need_program!("cc", "gcc");
+    need_cc!("zombie-leader");
     let cg = TestCgroup::new(&mount, true);
     let ctx = Ctx::new("cg-sweep-leaf");
     let n = &ctx.nonce;
@@ -636,7 +660,7 @@ fn remove_deep(parent: &std::os::fd::OwnedFd, name: &std::ffi::OsStr) {
 #[test]
 fn cgroups_nested_deeper_than_path_max_are_removed() {
     let mount = need_delegation!();
-    need_program!("cc", "gcc");
+    need_cc!("deep-nest");
     let cg = TestCgroup::new(&mount, true);
     let ctx = Ctx::new("cg-deep-nest");
     let n = &ctx.nonce;
