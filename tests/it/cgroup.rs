@@ -872,3 +872,66 @@ fn with_nsdelegate_a_namespaced_provider_cannot_move_itself_out_of_its_leaf() {
     let out = escape();
     assert!(out.contains("outcome=refused"), "with nsdelegate the kernel refuses the move: {out}");
 }
+
+// ---------------------------------------------------------------------------------------
+// Issue 19 item 4, the classes this host can show (tests/vm/scenarios.sh shows the rest, with
+// the memory, pids and cpu controllers, on a pure cgroup v2 kernel)
+
+/// A guardian alone at the root of a cgroup namespace (a container's private one, or a
+/// guardian nested in another's leaf) is in a delegated cgroup, not in the hierarchy's root:
+/// `--cgroup auto` uses it. (It was refused as "the root cgroup, which is not delegated".)
+#[test]
+fn auto_at_the_root_of_a_cgroup_namespace_uses_that_cgroup() {
+    let mount = need_delegation!();
+    need_program!("unshare", "util-linux");
+    let cg = TestCgroup::new(&mount, true);
+    let ctx = Ctx::new("cg-ns-root");
+    let n = &ctx.nonce;
+    // As root: move into the delegated cgroup, make a cgroup namespace rooted there, then run
+    // guardian as uid 65534 (as a rootless container's init would be).
+    let script = r#"echo $$ > "$1/cgroup.procs" || exit 99; shift; exec unshare --cgroup setpriv --reuid=65534 --regid=65534 --clear-groups -- "$@""#;
+    let provider = format!(": 1000.{n}; sed -n 's/^0:://p' /proc/self/cgroup");
+    let mut g = ctx
+        .guardian()
+        .privileged()
+        .args(["--cgroup", "auto"])
+        .command(["sh", "-c", &provider])
+        .wrapper(["sh".into(), "-c".into(), script.into(), "wrap".into(), cg.path.clone().into_os_string()])
+        .spawn();
+    let leaf = leaf(&g);
+    let f = g.finish();
+    assert_eq!(f.code, Some(0), "stderr: {}", f.stderr);
+    assert_eq!(leaf.parent(), Some(cg.path.as_path()), "the leaf is made in the namespace's root cgroup");
+    assert!(!leaf.exists(), "and removed");
+    ctx.assert_nothing_left();
+}
+
+/// `guardian sweep --leaf guardian-P-S`, a bare name: the leaf in the current directory, else
+/// in guardian's own cgroup; never the empty path (it failed with "sweep: : No such file").
+#[test]
+fn sweep_leaf_takes_a_bare_leaf_name() {
+    let mount = need_delegation!();
+    let cg = TestCgroup::new(&mount, true);
+    // A leaf whose guardian cannot be alive: no pid is that large.
+    let name = format!("guardian-{}-1", i32::MAX - 1);
+    for from_cwd in [true, false] {
+        let leaf = cg.path.join(&name);
+        std::fs::create_dir(&leaf).expect("mkdir a dead guardian's leaf");
+        let mut cmd = if from_cwd {
+            let mut c = Command::new(guardian_bin());
+            c.current_dir(&cg.path);
+            c
+        } else {
+            // From elsewhere, inside the cgroup as its owner: guardian's own cgroup.
+            let mut w = in_cgroup_as_nobody(&cg.path);
+            let mut c = Command::new(w.remove(0));
+            c.args(w).arg(guardian_bin()).current_dir("/");
+            c
+        };
+        let out = cmd.args(["sweep", "--leaf", &name]).stdin(Stdio::null()).output().expect("run sweep");
+        let (text, err) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert_eq!(out.status.code(), Some(0), "from_cwd={from_cwd}: {text} {err}");
+        assert!(text.contains(&format!("removed {}", leaf.display())), "from_cwd={from_cwd}: {text}");
+        assert!(!leaf.exists());
+    }
+}
