@@ -47,6 +47,11 @@ rmcg() { for d in $(find "$1" -depth -type d 2>/dev/null); do
     echo 1 > $d/cgroup.kill 2>/dev/null; wait_until 5 "! grep -q 'populated 1' $d/cgroup.events 2>/dev/null"; rmdir $d 2>/dev/null
 done; }
 
+# The guest's own tools must work, or a scenario could pass for the wrong reason.
+for t in "setpriv --version" "unshare --version" "nsenter --version" "$G --version"; do
+    $t >/dev/null 2>$W/tool.err || fail setup "$t does not run: $(cat $W/tool.err)"
+done
+
 # ---- memory.max: an OOM kill gives exit 137 and the kill count in `released`
 D=$(deleg mem); mkdir $D/g; chown 65534 $D/g/cgroup.procs
 $in_cg $D/g $NOBODY $G --events-fd 3 --cgroup $D --memory-max 16M -- dd if=/dev/zero of=/dev/null bs=64M count=1 3>$W/mem.ev 2>$W/mem.err
@@ -116,13 +121,21 @@ rc=$?
 expect nsdelegate_no_move '[ $rc = 0 ]' "exit $rc: $(cat $W/nsd.out)"
 expect nsdelegate_no_move 'grep -q refused-parent $W/nsd.out && grep -q refused-root $W/nsd.out' "the kernel allowed a move: $(cat $W/nsd.out)"
 done_ nsdelegate_no_move
-# A root provider *with* CAP_SYS_ADMIN can setns into PID 1's cgroup namespace and leave: while
-# guardian lives, teardown still finds and kills it (it stays a descendant).
-$G --events-fd 3 --cgroup $D -- sh -c "nsenter --cgroup=/proc/1/ns/cgroup sh -c 'echo \$\$ > $CG/cgroup.procs && exec sleep 1000.$N' & sleep 1; exit 0" 3>$W/esc.ev > $W/esc.out 2>&1
+# A root provider *with* CAP_SYS_ADMIN can setns into PID 1's cgroup namespace and leave (the
+# contract says so): while guardian lives, teardown still finds and kills it (a descendant).
+$G --events-fd 3 --cgroup $D -- sh -c "nsenter --cgroup=/proc/1/ns/cgroup sh -c 'echo \$\$ > $CG/cgroup.procs && echo moved=\$(sed -n s/^0:://p /proc/self/cgroup) && exec sleep 1000.$N' & sleep 2; exit 0" 3>$W/esc.ev > $W/esc.out 2>&1
 rc=$?
 expect privileged_escape_still_killed '[ $rc = 0 ]' "exit $rc: $(cat $W/esc.out)"
+expect privileged_escape_still_killed 'grep -qx "moved=/" $W/esc.out' "the privileged escape did not happen: $(cat $W/esc.out)"
 expect privileged_escape_still_killed 'nothing_left' "the escapee lives on: $(tagged)"
 done_ privileged_escape_still_killed
+# The contract's remedy: without CAP_SYS_ADMIN (dropped from the bounding set) the setns is
+# refused and the leaf holds.
+$G --cgroup $D -- setpriv --bounding-set -sys_admin --inh-caps -sys_admin -- sh -c "nsenter --cgroup=/proc/1/ns/cgroup true && echo outcome=escaped || echo outcome=refused; echo \$\$ > $CG/cgroup.procs 2>/dev/null && echo moved || echo stayed" > $W/esc2.out 2>&1
+rc=$?
+expect no_escape_without_cap_sys_admin '[ $rc = 0 ] && grep -q outcome=refused $W/esc2.out && grep -q stayed $W/esc2.out' "exit $rc: $(cat $W/esc2.out)"
+expect no_escape_without_cap_sys_admin 'grep -q "Operation not permitted" $W/esc2.out' "nsenter failed for another reason: $(cat $W/esc2.out)"
+done_ no_escape_without_cap_sys_admin
 kill_tagged; rmcg $D
 
 # ---- sweep after a SIGKILLed guardian (and --leaf with a bare leaf name, from its parent)
