@@ -81,6 +81,10 @@ impl Report<'_> {
                 "delegated": cg.own_usable.holds(),
                 "nsdelegate": cg.nsdelegate,
                 "namespace": cg.namespace,
+                // Whom the kernel stops from moving out of the leaf: with nsdelegate and the
+                // provider's own cgroup namespace, every process without CAP_SYS_ADMIN (one
+                // that keeps it can setns out first); otherwise nobody.
+                "move_out_refused": if cg.nsdelegate == Some(true) && cg.namespace { "without-cap-sys-admin" } else { "never" },
                 "controllers": cg.controllers,
                 "auto_usable": cg.own_usable.holds(),
                 "path_usable": cg.path_usable.as_ref().map(Probe::holds),

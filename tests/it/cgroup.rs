@@ -741,6 +741,8 @@ fn doctor_reports_the_mode_guardian_runs_in() {
     let mounted_with = |opt: &str| super_options(&mount).is_some_and(|o| o.split(',').any(|x| x == opt));
     for report in reports {
         assert_eq!(report["cgroup"]["nsdelegate"].as_bool(), Some(mounted_with("nsdelegate")), "{report}");
+        // uid 65534 gets no cgroup namespace, so the kernel refuses nobody a move out.
+        assert_eq!(report["cgroup"]["move_out_refused"], "never", "{report}");
     }
 }
 

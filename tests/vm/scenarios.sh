@@ -168,10 +168,13 @@ for c in subreaper signalfd clone3_pidfd pidfd_open pidfd_send_signal waitid_pid
     expect doctor_every_guarantee 'grep -q "\"$c\":{\"ok\":true" $W/doc.json' "check $c does not hold"
 done
 expect doctor_every_guarantee 'grep -q "\"pidfd_get_info\":{\"ok\":false" $W/doc.json' "PIDFD_GET_INFO on Linux 6.1?"
+expect doctor_every_guarantee 'grep -q "\"move_out_refused\":\"never\"" $W/doc.json' "uid 65534 has no cgroup namespace: $(cat $W/doc.json)"
 done_ doctor_every_guarantee
 # As root, the leaf guarantee is conditional on the provider lacking CAP_SYS_ADMIN: doctor says so.
 $in_cg $D $G doctor --cgroup auto > $W/docroot.txt 2>&1
 expect doctor_names_cap_sys_admin 'grep -q CAP_SYS_ADMIN $W/docroot.txt' "$(cat $W/docroot.txt)"
+$in_cg $D $G doctor --json --cgroup auto > $W/docroot.json 2>&1
+expect doctor_names_cap_sys_admin 'grep -q "\"move_out_refused\":\"without-cap-sys-admin\"" $W/docroot.json' "$(cat $W/docroot.json)"
 done_ doctor_names_cap_sys_admin
 rmcg $D
 
