@@ -89,9 +89,8 @@ pub(super) fn enable(
         }
     }
     let enabled = read_words(&parent.join("cgroup.subtree_control"));
-    let mut missing: Vec<&'static str> =
+    let missing: Vec<&'static str> =
         wanted.iter().map(|(c, _)| *c).filter(|c| !enabled.iter().any(|e| e == c)).collect();
-    missing.dedup();
     if missing.is_empty() || is_hierarchy_root(parent) {
         return write_enable(parent, missing, done);
     }
@@ -120,7 +119,8 @@ pub(super) fn enable(
     let mut done = write_enable(parent, missing, done)?;
     // A process that joined between the check and the write: threaded controllers were
     // accepted and made the parent a thread root. Undo and say why.
-    if let Some(u) = holds_processes(parent, &done.added.clone()) {
+    let added = done.added.clone();
+    if let Some(u) = holds_processes(parent, &added) {
         done.undo();
         return Err(u);
     }
