@@ -146,3 +146,12 @@ wheels:
 # the real MCP SDK 2.x and 1.30.0, the mypy --strict usage example.
 python-test: wheels
 	sh packaging/python/test/run.sh $(WHEELS)
+
+# The pure cgroup v2 lane (issue 19 Must 2): Debian's 6.1 cloud kernel in qemu (-accel tcg) with
+# cgroup_no_v1=all and nsdelegate, for each of VM_ARCHES; tests/vm/scenarios.sh plus the
+# integration tests' cgroup:: area run inside. Installs qemu and fetches the guest's packages
+# itself; prints `vm: N passed, N failed` last. See tests/vm/run.
+VM_ARCHES ?= all
+.PHONY: vm-test
+vm-test:
+	tests/vm/run $(VM_ARCHES)

@@ -277,8 +277,8 @@ pub(super) fn probe_leaf(parent: &Parent, h: &Hierarchy, me: i32) -> LeafProbes 
     }
     let (kill_file, clone_into_cgroup, namespace) = probe_in_leaf(&leaf, &rel, h);
     // The reaped child may take a moment to leave the leaf.
-    let _ = crate::cgroup::leaf::wait_empty(&leaf, Duration::from_secs(2));
-    if let Err(e) = crate::cgroup::leaf::remove_tree(&leaf) {
+    let _ = crate::cgroup::tree::wait_empty(&leaf, Duration::from_secs(2));
+    if let Err(e) = crate::cgroup::tree::remove_tree(&leaf) {
         crate::log::warn!("could not remove the probe cgroup {}: {e}", leaf.display());
     }
     LeafProbes { created: Ok(()), kill_file, clone_into_cgroup, namespace }
@@ -321,7 +321,7 @@ fn probe_in_leaf(leaf: &Path, rel: &str, h: &Hierarchy) -> (Probe, Probe, Probe)
             expected.as_deref().unwrap_or("?")
         )),
     };
-    let kill_probe = match crate::cgroup::leaf::kill(leaf, rel, None) {
+    let kill_probe = match crate::cgroup::tree::kill(leaf, rel, None) {
         Ok(crate::cgroup::Killed::KillFile) => {
             Probe::pass(format!("writing 1 to {} killed the leaf's child", kill_path.display()))
         }

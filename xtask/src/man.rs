@@ -140,7 +140,8 @@ fn subcommands(roff: &mut Roff) {
          is delegated to this user, cgroup.kill, the available controllers, /proc visibility (hidepid) and the \
          children file. It names the mode guardian would run in with the given --cgroup setting, and prints a \
          line per problem saying what to change. --json prints one JSON object instead. Exit status 0 when \
-         every guarantee holds in that mode, 1 when guardian would run degraded, 125 on a usage error.",
+         every guarantee holds in that mode, 1 when guardian would run degraded, 2 when it would refuse to \
+         start (exit 125, e.g. an unusable --cgroup PATH), 125 on a usage error.",
     );
     tagged(
         roff,
