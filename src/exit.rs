@@ -4,7 +4,7 @@
 //! | status | meaning |
 //! |---|---|
 //! | the provider's code | the provider exited |
-//! | 128+N | signal N killed the provider |
+//! | 128+N | signal N killed the provider: guardian then dies of N itself (see below) |
 //! | 124 | `--timeout` fired |
 //! | 125 | guardian itself failed (bad option, setup, sweep, a tree it could not stop) |
 //! | 126 | COMMAND was found but could not be executed |
@@ -12,6 +12,17 @@
 //!
 //! A failure travels as a [`Failure`] to `main`, which prints its message and exits with its
 //! status; nothing else in guardian calls `process::exit`.
+//!
+//! **Ending like the provider.** When signal N killed the provider, guardian (unless it is
+//! PID 1) ends by dying of N itself ([`end`]), as sudo and coreutils `timeout` do: its parent
+//! sees what it would have seen without guardian (a shell's `$?` is still 128+N; Python's
+//! `returncode` is -N; Node's `exit` gives the signal; systemd does not count a SIGTERM of a
+//! stopped unit as a failure). Core dumps are off for that death. PID 1 exits 128+N (the
+//! kernel ignores a signal PID 1 has no handler for). Should the signal not end guardian,
+//! it logs why and exits 128+N. The `released` event's `status` stays 128+N; a timeout stays
+//! 124. [`end_like`] ends any process exactly as a child of it ended.
+
+use std::sync::atomic::{AtomicI32, Ordering};
 
 use crate::status::WaitStatus;
 
@@ -26,17 +37,80 @@ pub const NOT_FOUND: i32 = 127;
 /// Added to the number of the signal that killed the provider.
 const SIGNAL_BASE: i32 = 128;
 
+/// The signal that killed the provider, once [`for_provider`] has computed guardian's status
+/// from it (0: none). Written once, when the tree is released; read by [`end`], the exit path,
+/// so that the supervise loop keeps speaking in statuses.
+static PROVIDER_SIGNAL: AtomicI32 = AtomicI32::new(0);
+
 /// guardian's exit status once the tree is gone: 124 after a timeout, else the provider's
 /// code or 128+N when signal N killed it (125 for a status that is neither, which the kernel
-/// does not report for a reaped child).
+/// does not report for a reaped child). Remembers N for [`end`].
 pub fn for_provider(status: WaitStatus, timed_out: bool) -> i32 {
     if timed_out {
         return TIMEOUT;
     }
     match (status.exit_code(), status.signal()) {
         (Some(c), _) => c,
-        (None, Some(s)) => SIGNAL_BASE + s,
+        (None, Some(s)) => {
+            PROVIDER_SIGNAL.store(s, Ordering::Relaxed);
+            SIGNAL_BASE + s
+        }
         (None, None) => GUARDIAN,
+    }
+}
+
+/// How a process ends: with an exit status, or by dying of a signal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending {
+    Exit(i32),
+    Signal(i32),
+}
+
+/// The decision [`end`] carries out: a status of 128+N that came from the provider's death by
+/// signal N (`provider_signal`) is a death by N, except for PID 1; anything else is an exit.
+pub fn ending(status: i32, provider_signal: i32, pid1: bool) -> Ending {
+    if provider_signal > 0 && status == SIGNAL_BASE + provider_signal && !pid1 {
+        Ending::Signal(provider_signal)
+    } else {
+        Ending::Exit(status)
+    }
+}
+
+/// guardian's one way out, called by `main` with its final status: exits with it, or, when it
+/// is the 128+N of a provider killed by signal N, dies of N (see the module header).
+pub fn end(status: i32) -> ! {
+    let pid1 = std::process::id() == 1;
+    finish(ending(status, PROVIDER_SIGNAL.load(Ordering::Relaxed), pid1))
+}
+
+/// Ends the calling process exactly as a child of it ended (`status` from `waitpid`): the
+/// same exit code, or death by the same signal (core dumps off; as PID 1, or when the signal
+/// does not end it, exit 128+N). For a process that stands in for its child, such as a
+/// watcher between guardian and its caller (the sentinel).
+pub fn end_like(status: WaitStatus) -> ! {
+    let pid1 = std::process::id() == 1;
+    let end = match (status.exit_code(), status.signal()) {
+        (Some(c), _) => Ending::Exit(c),
+        (None, Some(s)) if !pid1 => Ending::Signal(s),
+        (None, Some(s)) => Ending::Exit(SIGNAL_BASE + s),
+        (None, None) => Ending::Exit(GUARDIAN),
+    };
+    finish(end)
+}
+
+fn finish(end: Ending) -> ! {
+    crate::log::finish();
+    match end {
+        Ending::Exit(code) => std::process::exit(code),
+        Ending::Signal(sig) => {
+            let why = crate::sys::die_of_signal(sig);
+            crate::log::warn!(
+                "could not end by signal {} as the provider did ({why}); exiting {} instead",
+                crate::signals::name(sig),
+                SIGNAL_BASE + sig
+            );
+            std::process::exit(SIGNAL_BASE + sig)
+        }
     }
 }
 
@@ -81,6 +155,19 @@ mod tests {
         assert_eq!(for_provider(WaitStatus(libc::SIGKILL), false), 137);
         assert_eq!(for_provider(WaitStatus(libc::SIGTERM), false), 143);
         assert_eq!(for_provider(exited(0), true), 124, "a timeout is 124 whatever the provider said");
+    }
+
+    #[test]
+    fn a_provider_killed_by_a_signal_is_a_death_by_it_except_for_pid_1() {
+        for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGKILL, libc::SIGSEGV, libc::SIGABRT, 34, 64] {
+            assert_eq!(ending(128 + sig, sig, false), Ending::Signal(sig), "signal {sig}");
+            assert_eq!(ending(128 + sig, sig, true), Ending::Exit(128 + sig), "PID 1, signal {sig}");
+        }
+        // A provider that exited 143 itself, a timeout, guardian's own failure: exits.
+        assert_eq!(ending(143, 0, false), Ending::Exit(143));
+        assert_eq!(ending(124, libc::SIGTERM, false), Ending::Exit(124));
+        assert_eq!(ending(125, libc::SIGKILL, false), Ending::Exit(125));
+        assert_eq!(ending(0, 0, false), Ending::Exit(0));
     }
 
     #[test]

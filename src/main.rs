@@ -3,7 +3,8 @@
 //! setup step is reported there as an `error` event), block the handled signals, become a
 //! child subreaper, watch the parent, and only then start the provider; then probe whether
 //! pidfds may signal, and the supervise loop runs until release. Whatever ends guardian comes
-//! back here as a status or an `exit::Failure`, and `main` turns it into the exit status.
+//! back here as a status or an `exit::Failure`, and `main` turns it into the exit status
+//! (`exit::end`: a provider killed by signal N makes guardian die of N, unless it is PID 1).
 //!
 //! Modules: `cgroup` (leaf cgroups, `sweep`), `cli` (options), `doctor` (capability check),
 //! `exit` (exit statuses, `Failure`), `errno` (errno names), `signals` (names, handled set),
@@ -59,7 +60,8 @@ sys::start::entry_point!(run_main);
 const BLIND_REFUSAL: &str = "/proc is missing or belongs to another PID namespace and guardian is not PID 1: it could not find the provider's descendants to stop them; mount a /proc for this PID namespace, use --cgroup, or run guardian as PID 1 of the namespace";
 
 /// The one place guardian's outcome becomes its exit status: a status to exit with, or a
-/// [`Failure`] whose one-line message is printed first (`exit` names the statuses). Called by
+/// [`Failure`] whose one-line message is printed first (`exit` names the statuses; a status
+/// of 128+N from a provider killed by signal N ends guardian by N, see `exit::end`). Called by
 /// the entry point (`sys/start.rs`) with argv.
 #[cfg_attr(test, allow(dead_code))]
 fn run_main(args: impl Iterator<Item = &'static OsStr>) -> ! {
@@ -70,8 +72,8 @@ fn run_main(args: impl Iterator<Item = &'static OsStr>) -> ! {
             status
         }
     };
-    log::finish();
-    std::process::exit(code);
+    // Exits with `code`, or dies of the signal that killed the provider (`exit::end`).
+    exit::end(code)
 }
 
 fn run(args: impl Iterator<Item = &'static OsStr>) -> Result<i32, Failure> {
@@ -149,9 +151,10 @@ fn start(cli: &cli::Cli, me: &mut i32, events: &mut Events) -> Result<Started, F
     //    (the sentinel watches the host's process, or not, as that option says).
     let parent = if cli.no_parent_watch && sentinel::pid().is_none() { None } else { watch_parent(events, me)? };
 
-    // 5. How descendants will be found at teardown.
-    let mut proc = proctree::Proc::open().ok();
-    let own_proc = proc.as_mut().is_some_and(|p| p.is_own_namespace());
+    // 5. How descendants will be found at teardown. Only a /proc that is missing or another
+    //    namespace's means blind; any other error (EMFILE: the fd limit) is named and fatal.
+    let proc = proctree::open_own().map_err(Failure::guardian)?;
+    let own_proc = proc.is_some();
     let discovery = match (own_proc, me == 1) {
         (true, false) => Discovery::Scan,
         (_, true) => Discovery::Broadcast,
@@ -352,12 +355,15 @@ fn setup_cgroup(cli: &cli::Cli, me: i32, events: &mut Events) -> Result<Option<c
     // that is where `guardian sweep` will judge whether its guardian still lives: in blind mode
     // (a /proc of an ancestor namespace) guardian's own pid would name an unrelated process.
     let seen = std::fs::read_link("/proc/self").ok().and_then(|l| l.to_str()?.parse::<i32>().ok()).unwrap_or(me);
-    let start = proctree::Proc::open().ok().and_then(|mut p| p.stat(seen)).map(|s| s.starttime);
+    let start = proctree::Proc::open().and_then(|mut p| p.try_stat(seen)).map(|s| s.starttime);
     let result = match start {
-        Some(start) => cgroup::Leaf::create(&req, &limits, seen, start),
-        None => Err(cgroup::Unusable {
-            errno: libc::ENOENT,
-            message: "cannot read guardian's start time from /proc/self/stat (needed to name the leaf)".into(),
+        Ok(start) => cgroup::Leaf::create(&req, &limits, seen, start),
+        Err(e) => Err(cgroup::Unusable {
+            errno: e.raw_os_error().unwrap_or(libc::ENOENT),
+            message: format!(
+                "cannot read guardian's start time from /proc/{seen}/stat (needed to name the leaf): {}",
+                errno::explain(&e)
+            ),
         }),
     };
     match result {
@@ -365,7 +371,8 @@ fn setup_cgroup(cli: &cli::Cli, me: i32, events: &mut Events) -> Result<Option<c
             debug!("created leaf cgroup {}", leaf.path.display());
             Ok(Some(leaf))
         }
-        Err(u) if req == cgroup::Request::Auto && limits.is_empty() => {
+        // Running out of a resource (EMFILE) says nothing about the delegation: not a fallback.
+        Err(u) if req == cgroup::Request::Auto && limits.is_empty() && !errno::is_resource(u.errno) => {
             let errno = errno::name(u.errno);
             debug!("--cgroup auto: no usable cgroup ({}); running as a plain subreaper", u.message);
             events.emit(Event::Fallback {
@@ -392,6 +399,10 @@ fn watch_parent(events: &mut Events, me: i32) -> Result<Option<ParentWatch>, Fai
     let ppid = ppid.as_raw_nonzero().get();
     let watch = match sys::pidfd_open(ppid) {
         Ok(fd) => ParentWatch::Pidfd(fd),
+        // Out of fds or memory: a resource guardian lacks, not an interface the kernel lacks.
+        Err(e) if e.raw_os_error().is_some_and(errno::is_resource) => {
+            return Err(Failure::guardian(format!("pidfd_open(parent) failed: {}", errno::explain(&e))));
+        }
         Err(e) => {
             events.fallback("pidfd_open", &e, "checking getppid() every 250 ms for parent death");
             ParentWatch::Poll { ppid, next: sys::monotonic() }

@@ -80,15 +80,43 @@ pub struct Proc {
     pidfd_info: bool,
 }
 
+/// Opens `/proc` and judges whether it is guardian's PID namespace's: `Ok(Some)` when it is,
+/// `Ok(None)` when it is missing (ENOENT, ENOTDIR) or another namespace's; any other error
+/// (the fd limit, memory) is `Err` with its cause explained, never taken for a missing /proc.
+pub fn open_own() -> Result<Option<Proc>, String> {
+    let mut proc = match Proc::open() {
+        Ok(p) => p,
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ENOENT | libc::ENOTDIR)) => return Ok(None),
+        Err(e) => return Err(format!("opening /proc failed: {}", crate::errno::explain(&e))),
+    };
+    match proc.own_namespace() {
+        Ok(true) => Ok(Some(proc)),
+        Ok(false) => Ok(None),
+        Err(e) => Err(format!("reading /proc/self/stat failed: {}", crate::errno::explain(&e))),
+    }
+}
+
 impl Proc {
     pub fn open() -> io::Result<Proc> {
         let dir = rustix::fs::open("/proc", OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?;
         Ok(Proc { dir, buf: Vec::with_capacity(512), pidfd_info: true })
     }
 
-    /// Whether this `/proc` belongs to guardian's PID namespace (its `self` is our pid).
-    pub fn is_own_namespace(&mut self) -> bool {
-        self.read_stat_path("self/stat").map(|s| s.pid) == Some(std::process::id() as i32)
+    /// Whether this `/proc` belongs to guardian's PID namespace (its `self` is our pid). Only
+    /// a `self` that is missing (ENOENT: guardian is not in that namespace) or names another
+    /// pid says no; any other error (EMFILE, ENOMEM, ...) is returned, never taken for a no.
+    pub fn own_namespace(&mut self) -> io::Result<bool> {
+        match self.read_file("self/stat", Extent::OnePiece) {
+            Ok(n) => Ok(parse_stat(&self.buf[..n]).map(|s| s.pid) == Some(std::process::id() as i32)),
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Reads `/proc/PID/stat`, keeping the error.
+    pub fn try_stat(&mut self, pid: i32) -> io::Result<Stat> {
+        let n = self.read_file(&format!("{pid}/stat"), Extent::OnePiece)?;
+        parse_stat(&self.buf[..n]).ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "unparsable stat"))
     }
 
     /// Reads `/proc/PID/stat`; `None` when the process is gone or hidden.
@@ -403,7 +431,7 @@ mod tests {
     #[test]
     fn reads_own_stat() {
         let mut proc = Proc::open().unwrap();
-        assert!(proc.is_own_namespace());
+        assert!(proc.own_namespace().unwrap());
         let me = proc.stat(std::process::id() as i32).unwrap();
         assert_eq!(me.pid, std::process::id() as i32);
         assert!(proc.list().unwrap().contains(&me.pid));

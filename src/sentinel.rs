@@ -14,7 +14,7 @@
 //! * it is a subreaper too: if guardian itself dies of a signal (someone looked it up and
 //!   SIGKILLed it), what was reparented to the sentinel is SIGKILLed and reaped to ECHILD;
 //!
-//! and then it ends as guardian ended ([`end_like`]). A SIGKILL of the sentinel (the host's
+//! and then it ends as guardian ended ([`crate::exit::end_like`]). A SIGKILL of the sentinel (the host's
 //! `kill_on_drop`, `Popen.kill()`, `kill -9 $!`, `killpg(SIGKILL)` of the host's group) ends
 //! only the sentinel: guardian's parent watch fires and the usual teardown runs.
 //!
@@ -28,9 +28,9 @@ use std::time::Duration;
 
 use crate::events::Events;
 use crate::exit::Failure;
-use crate::{signal_step, signals};
 use crate::status::WaitStatus;
 use crate::sys;
+use crate::{signal_step, signals};
 
 /// The variable that turns the sentinel off (`0`/`off`) or on (`1`/`on`, the default).
 pub const VARIABLE: &str = "GUARDIAN_SENTINEL";
@@ -222,17 +222,7 @@ fn end(status: WaitStatus) -> ! {
     if status.signal().is_some() {
         peel();
     }
-    end_like(status)
-}
-
-/// Ends this process the way a child ended: its exit code, or death by the same signal (no
-/// core dump). The one place the sentinel turns guardian's status into its own.
-pub fn end_like(status: WaitStatus) -> ! {
-    match (status.exit_code(), status.signal()) {
-        (Some(code), _) => std::process::exit(code),
-        (None, Some(sig)) => sys::die_of(sig),
-        (None, None) => std::process::exit(crate::exit::GUARDIAN),
-    }
+    crate::exit::end_like(status)
 }
 
 /// SIGKILLs the sentinel's children (guardian's tree, reparented after guardian's death) and

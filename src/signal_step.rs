@@ -93,7 +93,11 @@ pub fn setup(stop_signal: StopSignal) -> Result<Setup, String> {
     let original_mask =
         sys::set_sigmask(libc::SIG_BLOCK, &handled).map_err(|e| format!("sigprocmask(SIG_BLOCK) failed: {e}"))?;
     let sigfd = sys::signalfd(&handled).map_err(|e| {
-        format!("signalfd() failed: {e}; guardian needs signalfd (Linux 2.6.22) to supervise without races")
+        if e.raw_os_error().is_some_and(crate::errno::is_resource) {
+            format!("signalfd() failed: {}", crate::errno::explain(&e))
+        } else {
+            format!("signalfd() failed: {e}; guardian needs signalfd (Linux 2.6.22) to supervise without races")
+        }
     })?;
     Ok(Setup { sigfd, original_mask, sigchld_ignored, stop_signal_ignored })
 }

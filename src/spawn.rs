@@ -51,8 +51,9 @@ pub fn spawn(cfg: &SpawnConfig<'_>, events: &mut Events) -> Result<Spawned, Fail
         .map_err(|_| Failure::guardian("an argument of COMMAND contains a NUL byte"))?;
     let shown = args.first().map(|a| a.to_string_lossy().into_owned()).unwrap_or_default();
 
-    let (err_read, err_write) =
-        pipe_with(PipeFlags::CLOEXEC).map_err(|e| Failure::guardian(format!("pipe2(O_CLOEXEC) failed: {e}")))?;
+    let (err_read, err_write) = pipe_with(PipeFlags::CLOEXEC).map_err(|e| {
+        Failure::guardian(format!("pipe2(O_CLOEXEC) failed: {}", crate::errno::explain(&io::Error::from(e))))
+    })?;
     let mut plan = sys::ExecPlan::new(&args, cfg.original_mask, err_write.as_fd());
     plan.restore_sigchld_ignored = cfg.restore_sigchld_ignored;
     plan.take_terminal = cfg.take_terminal;
@@ -66,6 +67,10 @@ pub fn spawn(cfg: &SpawnConfig<'_>, events: &mut Events) -> Result<Spawned, Fail
             sys::spawn_child(sys::Start::Fork, &plan).map_err(|e| Failure::guardian(format!("fork() failed: {e}")))?
         }
         Err(e) => {
+            // A resource error (EMFILE: the fd limit) is named as such, never blamed on the cgroup.
+            if e.raw_os_error().is_some_and(crate::errno::is_resource) {
+                return Err(Failure::guardian(format!("clone3() failed: {}", crate::errno::explain(&e))));
+            }
             let hint = if cfg.cgroup.is_some() { " (is the cgroup delegated to this user?)" } else { "" };
             return Err(Failure::guardian(format!("clone3() failed: {e}{hint}")));
         }

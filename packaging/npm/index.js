@@ -30,7 +30,7 @@ export class GuardianError extends Error {
     this.status = details.status ?? null;
     /** guardian's own exit code, when it exited. */
     this.exitCode = details.exitCode ?? null;
-    /** signal that ended guardian, when it was killed. */
+    /** signal that ended guardian: it was killed, or it died of the provider's signal. */
     this.signal = details.signal ?? null;
     /** the `error` event guardian emitted, if any. */
     this.event = details.event ?? null;
@@ -537,6 +537,11 @@ class GuardedProcess {
   finish() {
     if (!(this.failure || (this.streamEnded && this.guardianExit))) return;
     const { code, signal } = this.guardianExit ?? { code: null, signal: null };
+    // guardian dies of the provider's signal N *after* `released` (it ends the way the
+    // provider ended; 128+N only as PID 1): a signal leaves a leaf behind only when no
+    // `released` came. Judged once the events stream ended ('exit' may come before its
+    // last lines).
+    if (signal !== null && !this.ended()) this.killOrphanedLeaf();
     const base = this.failure ?? new GuardianError(
       (signal
         ? `guardian was killed by ${signal} before it released the tree`
@@ -579,7 +584,6 @@ class GuardedProcess {
 
   onChildExit(code, signal) {
     this.guardianExit = { code, signal };
-    if (signal !== null && !this.ended()) this.killOrphanedLeaf();
     this.finish();
   }
 

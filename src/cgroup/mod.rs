@@ -5,10 +5,13 @@
 //!   on hybrid hosts it sits at `/sys/fs/cgroup/unified`), guardian's own cgroup from the
 //!   `0::/path` line of `/proc/self/cgroup`, cgroup paths to directories and back.
 //! * [`leaf`]: the delegation check, the provider's leaf `guardian-<pid>-<starttime>` below a
-//!   delegated parent (`--cgroup PATH`) or guardian's own cgroup (`--cgroup auto`), the one
-//!   kill (`cgroup.kill`, then pidfd SIGKILLs for what it misses; freeze fallback before
-//!   Linux 5.14), limits, and removal at any depth. The name is what lets `guardian sweep`
-//!   tell later whether that guardian still lives.
+//!   delegated parent (`--cgroup PATH`) or guardian's own cgroup (`--cgroup auto`), and its
+//!   limits. The name is what lets `guardian sweep` tell later whether that guardian lives.
+//! * `controllers`: the controllers the limits need, enabled in the parent under the
+//!   no-internal-process rule (guardian's `.self` move, refusal of a parent holding
+//!   processes), undone on failure.
+//! * [`tree`]: the one kill (`cgroup.kill`, then pidfd SIGKILLs for what it misses; freeze
+//!   fallback before Linux 5.14), membership, waiting for `populated 0`, removal at any depth.
 //! * [`sweep`]: removes the leaves of dead guardians, never one whose guardian lives.
 //!
 //! Every fd is opened close-on-exec. No `unsafe` here.
@@ -19,13 +22,16 @@ use std::path::PathBuf;
 
 use crate::proctree::Proc;
 
+mod controllers;
 pub mod leaf;
 pub mod mount;
 pub mod sweep;
+pub mod tree;
 
-pub use leaf::{Killed, Leaf, Parent, check_parent};
+pub use leaf::{Leaf, Parent, check_parent};
 pub use mount::Hierarchy;
 pub use sweep::sweep;
+pub use tree::Killed;
 
 /// Prefix of every leaf guardian creates.
 pub const LEAF_PREFIX: &str = "guardian-";

@@ -8,8 +8,8 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::leaf::{Killed, kill, remove_tree, wait_empty};
 use super::mount::{Hierarchy, check_cgroup2_dir, events_populated};
+use super::tree::{Killed, kill, remove_tree, wait_empty};
 use super::{guardian_alive, parse_leaf_name};
 use crate::exit::Failure;
 use crate::proctree::Proc;
@@ -33,6 +33,16 @@ pub fn sweep(path: Option<&OsStr>, leaf: Option<&OsStr>) -> Result<i32, Failure>
     let (parent, only) = match (leaf, path) {
         (Some(l), _) => {
             let l = PathBuf::from(l);
+            // A bare leaf name (`guardian-P-S`, no directory) names a leaf in the current
+            // directory when one is there, else in the cgroup sweep searches by default
+            // (`--cgroup PATH`, or guardian's own): never the empty path.
+            let l = if l.parent().is_some_and(|p| p.as_os_str().is_empty()) && !l.exists() {
+                path.map(PathBuf::from).unwrap_or_else(|| h.own_dir.clone()).join(&l)
+            } else if l.is_relative() {
+                std::env::current_dir().map(|d| d.join(&l)).unwrap_or(l)
+            } else {
+                l
+            };
             let name = l.file_name().and_then(|n| n.to_str()).map(String::from);
             if name.as_deref().and_then(parse_leaf_name).is_none() {
                 return Err(Failure::guardian(format!(

@@ -162,8 +162,11 @@ pub fn parse_pids(text: &str) -> Result<String, String> {
 }
 
 /// `--cpu-max`: cgroup syntax `QUOTA [PERIOD]` in microseconds (`max` for no quota), or a
-/// number of CPUs such as `0.5` or `2` (period 100ms).
+/// number of CPUs such as `0.5` or `2` (period 100ms). The kernel takes a quota of at least
+/// 1000 µs and a period of 1000 to 1000000 µs: a value below is refused naming that minimum,
+/// never raised to it (0.001 CPU would be 100 µs per 100 ms; the least is 0.01).
 pub fn parse_cpu(text: &str) -> Result<String, String> {
+    const MIN_US: u64 = 1000;
     let bad = || {
         format!(
             "invalid CPU limit '{text}': use a number of CPUs (0.5, 2) or 'QUOTA PERIOD' in microseconds (50000 100000)"
@@ -177,9 +180,19 @@ pub fn parse_cpu(text: &str) -> Result<String, String> {
             if period > 1_000_000 {
                 return Err(big());
             }
-            let big = || too_large("CPU quota", text, "18446744073709551615 microseconds; use max for no limit");
-            if period < 1000 || !(*q == "max" || digits(q, big)?.is_some_and(|v| v >= 1000)) {
-                return Err(bad());
+            if period < MIN_US {
+                return Err(format!(
+                    "CPU period in '{text}' is too small: the kernel's minimum is {MIN_US} microseconds (1000 to 1000000)"
+                ));
+            }
+            if *q != "max" {
+                let big = || too_large("CPU quota", text, "18446744073709551615 microseconds; use max for no limit");
+                let quota = digits(q, big)?.ok_or_else(bad)?;
+                if quota < MIN_US {
+                    return Err(format!(
+                        "CPU quota in '{text}' is too small: the kernel's minimum is {MIN_US} microseconds; use at least '{MIN_US} {period}'"
+                    ));
+                }
             }
             Ok(format!("{q} {period}"))
         }
@@ -192,7 +205,12 @@ pub fn parse_cpu(text: &str) -> Result<String, String> {
             if !(v.is_finite() && v > 0.0) {
                 return Err(bad());
             }
-            let quota = ((v * 100_000.0).round() as u64).max(1000);
+            let quota = (v * 100_000.0).round() as u64;
+            if quota < MIN_US {
+                return Err(format!(
+                    "CPU limit '{text}' is too small: {v} CPU is a quota of {quota} microseconds per 100000, below the kernel's minimum of {MIN_US} microseconds; use at least 0.01 (or '{MIN_US} PERIOD' with a shorter period)"
+                ));
+            }
             Ok(format!("{quota} 100000"))
         }
         _ => Err(bad()),
@@ -254,6 +272,14 @@ mod tests {
         assert_eq!(parse_cpu("0.5").as_deref(), Ok("50000 100000"));
         assert_eq!(parse_cpu("50000 100000").as_deref(), Ok("50000 100000"));
         assert_eq!(parse_cpu("max").as_deref(), Ok("max 100000"));
+        // Below the kernel's 1000 µs: refused naming the minimum, never raised to it.
+        for bad in ["0.001", "0.005", "999 100000", "1000 999"] {
+            let err = parse_cpu(bad).expect_err(bad);
+            assert!(err.contains("minimum") && err.contains("1000 microseconds"), "{bad}: {err}");
+        }
+        assert_eq!(parse_cpu("0.01").as_deref(), Ok("1000 100000"));
+        assert_eq!(parse_cpu("1000 100000").as_deref(), Ok("1000 100000"));
+        assert_eq!(parse_cpu("max 50000").as_deref(), Ok("max 50000"));
         assert!(parse_cpu("fast").is_err() && parse_cpu("0").is_err() && parse_cpu("5 100000").is_err());
     }
 

@@ -10,7 +10,8 @@
 //! fallback keeps every guarantee is a note.
 //!
 //! Exit status: 0 when every guarantee holds in that mode, 1 when guardian would run
-//! degraded (or refuse to start). Every probe child is killed and reaped, every leaf removed,
+//! degraded, 2 when guardian would refuse to start (its exit 125, e.g. an unusable
+//! `--cgroup PATH`). Every probe child is killed and reaped, every leaf removed,
 //! before doctor returns; every fd it opens is close-on-exec.
 
 mod probes;
@@ -23,7 +24,6 @@ use std::path::{Path, PathBuf};
 
 use crate::cgroup::mount::{Mount, parse_proc_cgroup, read_all_mounts};
 use crate::cgroup::{Hierarchy, Parent, Request};
-use crate::proctree::Proc;
 use crate::sys;
 
 use probes::{ChildProbes, ParentWatch, Probe};
@@ -37,7 +37,7 @@ pub fn run(json_out: bool, request: Option<&OsString>) -> i32 {
     // status still says what it found (println! would panic on EPIPE).
     let text = if json_out { format!("{}\n", report.json()) } else { report.human() };
     let _ = std::io::Write::write_all(&mut std::io::stdout().lock(), text.as_bytes());
-    i32::from(report.degraded())
+    report.status()
 }
 
 /// What doctor found out about this machine, before judging it.
@@ -246,6 +246,14 @@ fn startup_checks(
         }
     }
     let (me, own_proc) = (f.me, f.proc.own_namespace);
+    if let Some(e) = &f.proc.error {
+        problems.push(Problem::new(
+            "proc",
+            format!("{e}; guardian would refuse to start (exit 125)"),
+            "give guardian the resource the error names",
+        ));
+        return None;
+    }
     if own_proc || me == 1 {
         return mode;
     }
@@ -267,15 +275,20 @@ fn startup_checks(
 /// The `/proc` mount (its `children` files are probed on the probe child).
 struct ProcFacts {
     own_namespace: bool,
+    /// /proc could not be judged (not missing: another error, such as EMFILE), explained.
+    error: Option<String>,
     hidepid: Option<String>,
     subset: Option<String>,
 }
 
 fn proc_facts(mounts: &[Mount]) -> ProcFacts {
-    let own_namespace = Proc::open().ok().is_some_and(|mut p| p.is_own_namespace());
+    let (own_namespace, error) = match crate::proctree::open_own() {
+        Ok(own) => (own.is_some(), None),
+        Err(e) => (false, Some(e)),
+    };
     let proc_mount = mounts.iter().rev().find(|m| m.mount_point == Path::new("/proc") && m.fstype == "proc");
     let opt = |key: &str| proc_mount.and_then(|m| m.option(key)).map(String::from);
-    ProcFacts { own_namespace, hidepid: opt("hidepid"), subset: opt("subset") }
+    ProcFacts { own_namespace, error, hidepid: opt("hidepid"), subset: opt("subset") }
 }
 
 struct CgroupFacts {
@@ -463,7 +476,10 @@ fn judge_cgroup(
         };
         let escape = "a descendant of this uid can move itself out of the leaf (into a cgroup.procs it may write) and escape the leaf's kill";
         notes.push(match (nsdelegate, cg.namespace) {
-            (true, true) => "the provider starts in a cgroup namespace rooted at its leaf and the cgroup2 mount has nsdelegate: the kernel refuses its tree any move out of the leaf".into(),
+            // guardian creates the namespace only with CAP_SYS_ADMIN, which the provider then
+            // inherits: with it, setns(2) into another cgroup namespace (PID 1's) lifts the
+            // boundary. Say exactly for whom the guarantee holds.
+            (true, true) => "the provider starts in a cgroup namespace rooted at its leaf and the cgroup2 mount has nsdelegate: the kernel refuses any move out of the leaf to every process of the tree without CAP_SYS_ADMIN. A process that keeps guardian's CAP_SYS_ADMIN can setns(2) into PID 1's cgroup namespace and move itself out: guardian still kills it at teardown while guardian lives (it stays a descendant), but after a SIGKILLed guardian `guardian sweep` cannot find it. Drop the capability in the provider where that matters (setpriv --bounding-set -sys_admin --inh-caps -sys_admin, or run it as another user)".into(),
             (true, false) => format!("the cgroup2 mount has nsdelegate, but {no_namespace}: {escape}"),
             (false, true) => format!("the provider starts in a cgroup namespace rooted at its leaf, but the cgroup2 mount lacks nsdelegate, so the namespace is no boundary: {escape}"),
             (false, false) => format!("the cgroup2 mount lacks nsdelegate (and {no_namespace}): {escape}"),

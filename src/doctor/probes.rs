@@ -34,8 +34,10 @@ impl Probe {
     /// A call failed with an error: its errno name is recorded, `call` and the error text
     /// make the detail.
     pub fn call_failed(e: &io::Error, call: impl Into<String>) -> Probe {
-        let errno = e.raw_os_error().map(crate::errno::name);
-        Probe { ok: Some(false), errno, detail: format!("{}: {e}", call.into()) }
+        let errno = e.raw_os_error();
+        // A resource error (EMFILE: the fd limit) is named as such, with the limit's value.
+        let why = if errno.is_some_and(crate::errno::is_resource) { crate::errno::explain(e) } else { e.to_string() };
+        Probe { ok: Some(false), errno: errno.map(crate::errno::name), detail: format!("{}: {why}", call.into()) }
     }
     /// The calls succeeded (or there was none to make) but the outcome is not what guardian
     /// needs: no errno, `detail` says what was seen.
@@ -189,8 +191,10 @@ fn pidfd_identity(fd: &OwnedFd, pid: i32) -> (Probe, Probe) {
         Ok(proc) => proc,
         Err(e) => return (get_info, Probe::call_failed(&e, "open /proc")),
     };
-    if !proc.is_own_namespace() {
-        return (get_info, Probe::untested("/proc belongs to another PID namespace"));
+    match proc.own_namespace() {
+        Ok(true) => {}
+        Ok(false) => return (get_info, Probe::untested("/proc belongs to another PID namespace")),
+        Err(e) => return (get_info, Probe::call_failed(&e, "read /proc/self/stat")),
     }
     let fallback = match proc.pidfd_pid(fd) {
         Some(p) if p == pid => Probe::pass(format!("Pid: in {fdinfo} named the probe child ({pid})")),
@@ -214,8 +218,10 @@ fn children_file(child: Option<i32>) -> Probe {
         Ok(proc) => proc,
         Err(e) => return Probe::call_failed(&e, "open /proc"),
     };
-    if !proc.is_own_namespace() {
-        return Probe::untested("/proc belongs to another PID namespace");
+    match proc.own_namespace() {
+        Ok(true) => {}
+        Ok(false) => return Probe::untested("/proc belongs to another PID namespace"),
+        Err(e) => return Probe::call_failed(&e, "read /proc/self/stat"),
     }
     if !proc.has_children_files() {
         return Probe::fell_short(format!("{path} is missing (kernel without CONFIG_PROC_CHILDREN)"));
@@ -271,8 +277,8 @@ pub(super) fn probe_leaf(parent: &Parent, h: &Hierarchy, me: i32) -> LeafProbes 
     }
     let (kill_file, clone_into_cgroup, namespace) = probe_in_leaf(&leaf, &rel, h);
     // The reaped child may take a moment to leave the leaf.
-    let _ = crate::cgroup::leaf::wait_empty(&leaf, Duration::from_secs(2));
-    if let Err(e) = crate::cgroup::leaf::remove_tree(&leaf) {
+    let _ = crate::cgroup::tree::wait_empty(&leaf, Duration::from_secs(2));
+    if let Err(e) = crate::cgroup::tree::remove_tree(&leaf) {
         crate::log::warn!("could not remove the probe cgroup {}: {e}", leaf.display());
     }
     LeafProbes { created: Ok(()), kill_file, clone_into_cgroup, namespace }
@@ -315,7 +321,7 @@ fn probe_in_leaf(leaf: &Path, rel: &str, h: &Hierarchy) -> (Probe, Probe, Probe)
             expected.as_deref().unwrap_or("?")
         )),
     };
-    let kill_probe = match crate::cgroup::leaf::kill(leaf, rel, None) {
+    let kill_probe = match crate::cgroup::tree::kill(leaf, rel, None) {
         Ok(crate::cgroup::Killed::KillFile) => {
             Probe::pass(format!("writing 1 to {} killed the leaf's child", kill_path.display()))
         }

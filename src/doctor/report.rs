@@ -15,16 +15,26 @@ pub(super) struct Report<'a> {
     pub facts: Facts,
     /// The mode guardian would run in; `None` when it would refuse to start.
     pub mode: Option<&'static str>,
-    /// Reasons guardian would run degraded (each makes doctor exit 1).
+    /// Reasons guardian would run degraded (doctor exits 1) or refuse to start (2).
     pub problems: Vec<Problem>,
     /// What differs from the preferred path without weakening a guarantee.
     pub notes: Vec<String>,
 }
 
 impl Report<'_> {
-    /// Whether guardian would run degraded (or refuse to start): doctor's exit status 1.
+    /// Whether guardian would run degraded (or refuse to start).
     pub fn degraded(&self) -> bool {
         !self.problems.is_empty()
+    }
+
+    /// doctor's exit status: 2 when guardian would refuse to start (there is no mode), 1 when
+    /// it would run degraded, 0 when every guarantee holds.
+    pub fn status(&self) -> i32 {
+        match (self.mode, self.degraded()) {
+            (None, _) => 2,
+            (Some(_), true) => 1,
+            (Some(_), false) => 0,
+        }
     }
 
     /// Every probe, by its JSON key, in report order.
@@ -71,12 +81,17 @@ impl Report<'_> {
                 "delegated": cg.own_usable.holds(),
                 "nsdelegate": cg.nsdelegate,
                 "namespace": cg.namespace,
+                // Whom the kernel stops from moving out of the leaf: with nsdelegate and the
+                // provider's own cgroup namespace, every process without CAP_SYS_ADMIN (one
+                // that keeps it can setns out first); otherwise nobody.
+                "move_out_refused": if cg.nsdelegate == Some(true) && cg.namespace { "without-cap-sys-admin" } else { "never" },
                 "controllers": cg.controllers,
                 "auto_usable": cg.own_usable.holds(),
                 "path_usable": cg.path_usable.as_ref().map(Probe::holds),
             },
             "proc": {
                 "own_namespace": procf.own_namespace,
+                "error": procf.error,
                 "hidepid": procf.hidepid,
                 "subset": procf.subset,
                 "children_file": f.child.children_file.holds(),
@@ -146,7 +161,11 @@ impl Report<'_> {
         line(format!("cgroup namespace    {} {}", mark(&cg.namespace_probe), cg.namespace_probe.detail));
         line(format!(
             "/proc               {}, hidepid={}",
-            if procf.own_namespace { "this PID namespace's" } else { "missing or another namespace's" },
+            match (&procf.error, procf.own_namespace) {
+                (Some(e), _) => format!("unreadable: {e}"),
+                (None, true) => "this PID namespace's".into(),
+                (None, false) => "missing or another namespace's".into(),
+            },
             procf.hidepid.as_deref().unwrap_or("off")
         ));
         line(format!("children file       {} {}", mark(&f.child.children_file), f.child.children_file.detail));

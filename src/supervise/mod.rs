@@ -360,7 +360,8 @@ impl Supervisor {
                         // The sentinel could not stop the job (its group is orphaned).
                         Happened::SuspendRefused
                     } else if sig == libc::SIGCONT {
-                        let foreground = self.tty.as_ref().and_then(Tty::foreground) == Some(crate::sentinel::job_pgrp());
+                        let foreground =
+                            self.tty.as_ref().and_then(Tty::foreground) == Some(crate::sentinel::job_pgrp());
                         Happened::Continued { foreground }
                     } else if info.code == libc::SI_KERNEL && self.provider_pgid == crate::sentinel::job_pgrp() {
                         // The provider shares guardian's process group (guardian's group lives

@@ -4,11 +4,26 @@
 
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicU8, Ordering};
+
+/// Which of fds 0-2 (bit `n`) were closed when guardian started, and so are guardian's own
+/// `/dev/null` now, not anything its caller gave it (set once by the entry point,
+/// `sys/start.rs`, before anything else runs).
+static REOPENED_STD_FDS: AtomicU8 = AtomicU8::new(0);
+
+/// The entry point opened `/dev/null` on the closed standard fd `n` (0 to 2).
+#[cfg_attr(test, allow(dead_code))]
+pub fn note_reopened_std_fd(n: RawFd) {
+    if (0..=2).contains(&n) {
+        REOPENED_STD_FDS.fetch_or(1 << n, Ordering::Relaxed);
+    }
+}
 
 /// Takes ownership of a file descriptor guardian inherited from its caller (`--events-fd`);
-/// `None` when that number is not open.
+/// `None` when that number is not open, judged as the caller gave it: a standard fd that was
+/// closed at start is not the caller's, although guardian has `/dev/null` open on it.
 pub fn take_inherited_fd(n: RawFd) -> Option<OwnedFd> {
-    if n < 0 {
+    if n < 0 || (n <= 2 && REOPENED_STD_FDS.load(Ordering::Relaxed) & (1 << n) != 0) {
         return None;
     }
     // SAFETY: fcntl(F_GETFD) only queries the number; it fails with EBADF when not open.

@@ -34,6 +34,8 @@ mod wait;
 use std::io;
 use std::time::Duration;
 
+#[cfg_attr(test, allow(unused_imports))]
+pub use fd::note_reopened_std_fd;
 pub use fd::{send_nonblocking, take_inherited_fd, write_nowait};
 pub use memory::release_startup_memory;
 pub use pidfd::{PIDFD_SIGNAL_PROCESS_GROUP, kill, pidfd_get_pid, pidfd_open, pidfd_send_signal};
@@ -43,10 +45,10 @@ pub use process::{
     CLONE_NEWCGROUP, Child, ExecPlan, Start, set_pdeathsig, spawn_child, spawn_parked_child, unset_env,
     vars_with_prefix,
 };
-pub use sentinel::{Forked, die_of, fork, queue_signal};
+pub use sentinel::{Forked, fork, queue_signal};
 pub use signal::{
-    Disposition, SigInfo, SigSet, disposition, is_ignored, read_signalfd, set_default_disposition, set_sigmask,
-    signalfd, stop_own_group,
+    Disposition, SigInfo, SigSet, die_of_signal, disposition, is_ignored, read_signalfd, set_default_disposition,
+    set_sigmask, signalfd, stop_own_group,
 };
 pub use terminal::{
     getpgrp, in_foreground, is_controlling_terminal, isatty, open_controlling_terminal, setpgid, tcgetpgrp, tcsetpgrp,

@@ -37,26 +37,3 @@ pub fn queue_signal(pid: i32, sig: i32) -> io::Result<()> {
     // SAFETY: plain syscall wrapper with integer arguments and a by-value union.
     cvt(unsafe { libc::sigqueue(pid, sig, value) }).map(drop)
 }
-
-/// Ends the calling process by `sig`, as a child that died of it: no core dump
-/// (`RLIMIT_CORE` 0 first, as coreutils `timeout` and sudo do), the signal's default action,
-/// unblocked, sent to itself. Falls back to `exit(128 + sig)` for a signal whose default
-/// action does not end a process.
-pub fn die_of(sig: i32) -> ! {
-    let no_core = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-    // SAFETY: setrlimit reads a live struct; a failure only means a core may be written.
-    unsafe {
-        libc::setrlimit(libc::RLIMIT_CORE, &no_core);
-    }
-    if sig != libc::SIGKILL && sig != libc::SIGSTOP {
-        let _ = super::set_default_disposition(sig);
-        let mut one = super::SigSet::empty();
-        one.add(sig);
-        let _ = super::set_sigmask(libc::SIG_UNBLOCK, &one);
-    }
-    // SAFETY: kill and getpid take and return plain integers.
-    unsafe {
-        libc::kill(libc::getpid(), sig);
-    }
-    std::process::exit(128 + sig)
-}

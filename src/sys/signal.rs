@@ -118,6 +118,37 @@ pub fn set_default_disposition(sig: i32) -> io::Result<()> {
     cvt_long(rc).map(drop)
 }
 
+/// Ends guardian the way a process killed by `sig` ends, as sudo and coreutils `timeout` do
+/// when their command died of a signal: `sig` goes back to `SIG_DFL`, core dumps are turned
+/// off (`RLIMIT_CORE` 0 and not dumpable: a core-dumping signal must not leave a core of
+/// guardian), `sig` is unblocked and sent to guardian itself. A single-threaded process gets
+/// an unblocked signal it sends itself before `kill` returns, so this returns only when
+/// guardian is still alive: the kernel ignored the signal (PID 1 of a namespace ignores every
+/// signal it has no handler for) or a step failed; the error says which.
+pub fn die_of_signal(sig: i32) -> io::Error {
+    if sig != libc::SIGKILL
+        && sig != libc::SIGSTOP
+        && let Err(e) = set_default_disposition(sig)
+    {
+        return io::Error::new(e.kind(), format!("rt_sigaction(SIG_DFL) failed: {e}"));
+    }
+    // SAFETY: setrlimit only reads the live rlimit passed; lowering both limits is always
+    // permitted, and guardian is about to end.
+    unsafe {
+        libc::setrlimit(libc::RLIMIT_CORE, &libc::rlimit { rlim_cur: 0, rlim_max: 0 });
+    }
+    let _ = rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable);
+    let mut one = SigSet::empty();
+    one.add(sig);
+    if let Err(e) = set_sigmask(libc::SIG_UNBLOCK, &one) {
+        return io::Error::new(e.kind(), format!("rt_sigprocmask(SIG_UNBLOCK) failed: {e}"));
+    }
+    if let Err(e) = super::kill(std::process::id() as i32, sig) {
+        return io::Error::new(e.kind(), format!("kill(self) failed: {e}"));
+    }
+    io::Error::other("the kernel ignored the signal")
+}
+
 /// One signal read from a signalfd.
 #[derive(Clone, Copy, Debug)]
 pub struct SigInfo {

@@ -3,7 +3,9 @@
 //! (`std::rt::lang_start`) guardian relies on, the same way, and leaves out the rest:
 //!
 //! * kept: fds 0-2 that are closed are opened on `/dev/null` (so no fd guardian opens later
-//!   takes their number and receives its log lines), and SIGPIPE is ignored (a reader that
+//!   takes their number and receives its log lines; which ones were closed is recorded, so an
+//!   `--events-fd` naming one is judged as the caller gave it, `sys::take_inherited_fd`), and
+//!   SIGPIPE is ignored (a reader that
 //!   went away makes writes fail with EPIPE instead of ending guardian; the provider gets the
 //!   default action back, `signal_step::handled`);
 //! * left out: the SIGSEGV/SIGBUS stack-overflow handlers on an alternate signal stack (an
@@ -101,10 +103,14 @@ fn standard_fds() {
         }
     }
     for pfd in fds {
+        if pfd.revents & libc::POLLNVAL == 0 {
+            continue;
+        }
         // SAFETY: opens a path from a NUL-terminated literal; the new fd (inherited by the
         // provider, as with the runtime) takes the lowest free number, the closed one.
-        if pfd.revents & libc::POLLNVAL != 0 && unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDWR, 0) } == -1 {
+        if unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDWR, 0) } == -1 {
             std::process::abort();
         }
+        crate::sys::note_reopened_std_fd(pfd.fd);
     }
 }

@@ -130,7 +130,7 @@ impl Tree {
         let (proc, mode) = match discovery {
             Discovery::Scan => (proc, Mode::Scan { finder: Finder::Undecided }),
             Discovery::Broadcast => {
-                let own = proc.and_then(|mut p| p.is_own_namespace().then_some(p));
+                let own = proc.and_then(|mut p| p.own_namespace().is_ok_and(|own| own).then_some(p));
                 let finder = own.is_some().then_some(Finder::Undecided);
                 (own, Mode::Broadcast { finder, namespace_stopped: false })
             }

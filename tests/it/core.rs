@@ -207,7 +207,7 @@ fn exit_precedes_released_and_shutdown_is_bounded() {
     ctx.wait_pid_file("provider");
     let sent = std::time::Instant::now();
     g.signal(libc::SIGTERM);
-    assert_eq!(g.wait_code(), 137, "stderr: {}", g.stderr());
+    assert_eq!(g.wait_end(), killed_by(libc::SIGKILL), "stderr: {}", g.stderr());
     let took = sent.elapsed();
     ctx.assert_nothing_left();
     assert!(!alive(child));

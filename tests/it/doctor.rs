@@ -23,7 +23,15 @@ fn json_of(out: &Output) -> Value {
 fn assert_status_matches(out: &Output, report: &Value) {
     let degraded = report["degraded"].as_array().expect("degraded is an array");
     let code = out.status.code().expect("doctor exited normally");
-    assert_eq!(code, if degraded.is_empty() { 0 } else { 1 }, "status vs degraded: {report:#}");
+    // 2: guardian would refuse to start (no mode); 1: degraded; 0: every guarantee holds.
+    let want = if report["mode"].is_null() {
+        2
+    } else if degraded.is_empty() {
+        0
+    } else {
+        1
+    };
+    assert_eq!(code, want, "status vs mode and degraded: {report:#}");
     for p in degraded {
         for field in ["what", "problem", "fix"] {
             assert!(p[field].as_str().is_some_and(|s| !s.is_empty()), "problem without {field}: {p}");
@@ -231,20 +239,40 @@ fn human_output_agrees_with_exit_status() {
     match out.status.code() {
         Some(0) => assert!(text.contains("every guarantee holds in this mode"), "{text}"),
         Some(1) => assert!(text.contains("degraded:") && text.contains("fix:"), "{text}"),
+        Some(2) => assert!(text.contains("would refuse to start") || text.contains("would not start"), "{text}"),
         other => panic!("unexpected status {other:?}: {text}"),
     }
 }
 
+/// Issue 22 item 8b: where guardian would refuse to start (exit 125), doctor says so with its
+/// own status 2, never 1 ("would run degraded"): a missing path, a regular file, a directory
+/// outside the cgroup2 mount.
 #[test]
-fn unusable_cgroup_path_is_reported_as_degraded() {
+fn unusable_cgroup_path_is_reported_as_refusing_to_start() {
+    let ctx = Ctx::new("doctor-unusable-path");
+    let file = ctx.path("not-a-cgroup");
+    std::fs::write(&file, "x").expect("write a regular file");
     let missing = format!("/nonexistent-{}", random_digits(12));
-    let out = doctor(&["--json", "--cgroup", &missing]);
-    let r = json_of(&out);
-    assert_status_matches(&out, &r);
-    assert_eq!(out.status.code(), Some(1));
-    assert_eq!(r["mode"], Value::Null, "guardian would not start");
-    assert_eq!(r["cgroup_request"].as_str(), Some(missing.as_str()));
-    assert!(r["degraded"].as_array().is_some_and(|d| d.iter().any(|p| p["what"] == "cgroup")), "{r:#}");
+    let dir = std::env::temp_dir().to_string_lossy().into_owned();
+    for path in [missing.as_str(), file.to_str().expect("utf-8 path"), dir.as_str()] {
+        let out = doctor(&["--json", "--cgroup", path]);
+        let r = json_of(&out);
+        assert_status_matches(&out, &r);
+        assert_eq!(out.status.code(), Some(2), "{path}: {r:#}");
+        assert_eq!(r["mode"], Value::Null, "guardian would not start with --cgroup {path}");
+        assert_eq!(r["cgroup_request"].as_str(), Some(path));
+        assert!(r["degraded"].as_array().is_some_and(|d| d.iter().any(|p| p["what"] == "cgroup")), "{r:#}");
+        // guardian itself agrees: it refuses to start, and starts nothing.
+        let g = std::process::Command::new(guardian_bin())
+            .args(["--cgroup", path, "--", "true"])
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("run guardian");
+        assert_eq!(g.status.code(), Some(125), "{path}: {}", String::from_utf8_lossy(&g.stderr));
+        let text = doctor(&["--cgroup", path]);
+        assert_eq!(text.status.code(), Some(2));
+        assert!(String::from_utf8_lossy(&text.stdout).contains("would refuse to start"), "{path}");
+    }
 }
 
 #[test]

@@ -151,3 +151,69 @@ fn sigpipe_on_stderr_and_events() {
     assert_eq!(status.code(), Some(6), "the provider got the forwarded SIGPIPE");
     ctx.assert_nothing_left();
 }
+
+/// Issue 22.2: at every small open-files limit guardian either runs the provider or refuses
+/// (125, nothing started) with a message naming the real cause, the fd limit and its value;
+/// running out of fds is never reported as a missing /proc, a cgroup that is not delegated,
+/// or a missing kernel feature, with or without `--cgroup auto`.
+#[test]
+fn a_small_fd_limit_is_named_as_the_cause() {
+    for cgroup in [false, true] {
+        for n in 4..=12u64 {
+            let ctx = Ctx::new("nofile");
+            let mut b = ctx.guardian().no_events().rlimit(libc::RLIMIT_NOFILE as i32, n);
+            if cgroup {
+                b = b.args(["--cgroup", "auto"]);
+            }
+            // No redirection: dash saves fds above 10, which a limit of 10 refuses.
+            let mut g = b.script(&format!("touch {}/ran", ctx.dir.display())).spawn();
+            let end = g.wait_end();
+            let err = g.stderr();
+            let what = format!("RLIMIT_NOFILE {n}, cgroup {cgroup}: {end:?}, stderr: {err}");
+            for wrong in ["/proc is missing", "delegated", "needs signalfd", "another PID namespace"] {
+                assert!(!err.contains(wrong), "blames the wrong cause ({wrong}): {what}");
+            }
+            match end {
+                End::Code(0) => assert!(ctx.path("ran").exists(), "{what}"),
+                End::Code(125) => {
+                    assert!(err.contains(&format!("(RLIMIT_NOFILE) is {n}")), "the limit is not named: {what}");
+                    assert!(!ctx.path("ran").exists(), "the provider ran: {what}");
+                }
+                _ => panic!("{what}"),
+            }
+            ctx.assert_nothing_left();
+        }
+    }
+}
+
+/// Issue 22.2, the events' side: at a small open-files limit no capability is reported as
+/// missing for want of an fd: no `fallback` event carries EMFILE (guardian refuses with the
+/// cause in an `error` event instead, or runs).
+#[test]
+fn a_small_fd_limit_is_never_a_fallback() {
+    for cgroup in [false, true] {
+        for n in 5..=14u64 {
+            let ctx = Ctx::new("nofile-ev");
+            let mut b = ctx.guardian().rlimit(libc::RLIMIT_NOFILE as i32, n);
+            if cgroup {
+                b = b.args(["--cgroup", "auto"]);
+            }
+            let mut g = b.script(&format!("touch {}/ran", ctx.dir.display())).spawn();
+            let f = g.finish();
+            let what = format!("RLIMIT_NOFILE {n}, cgroup {cgroup}: {f:#?}");
+            assert!(f.named("fallback").iter().all(|e| e["errno"] != "EMFILE"), "a fallback for EMFILE: {what}");
+            match f.end() {
+                End::Code(0) => assert!(ctx.path("ran").exists(), "{what}"),
+                End::Code(125) => {
+                    let err = f.named("error");
+                    assert!(
+                        err.iter().any(|e| e["message"].as_str().is_some_and(|m| m.contains("RLIMIT_NOFILE"))),
+                        "the error event does not name the limit: {what}"
+                    );
+                }
+                _ => panic!("{what}"),
+            }
+            ctx.assert_nothing_left();
+        }
+    }
+}

@@ -35,7 +35,7 @@ use std::ops::{Deref, DerefMut};
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 
-use crate::harness::{self, Ctx, Pty, alive, is_root, need_program_for, stat, tagged_pids, wait_for};
+use crate::harness::{self, Ctx, Pty, alive, is_root, killed_by, need_program_for, stat, tagged_pids, wait_for};
 
 const PROMPT: &str = "JC-PROMPT> ";
 const PROGRAM: &str = include_str!("job_control_program.py");
@@ -457,8 +457,8 @@ fn no_terminal_stopped_provider_is_still_torn_down_by_sigterm() {
     g.signal(libc::SIGTERM);
     // 143 once the stop signal is followed by SIGCONT (issue 14.2); 137 when the stopped
     // provider only died of the SIGKILL at the end of the grace. Either way guardian ran.
-    let code = g.wait_code();
-    assert!(code == 128 + libc::SIGTERM || code == 128 + libc::SIGKILL, "exit {code}; stderr: {}", g.stderr());
+    let end = g.wait_end();
+    assert!(end == killed_by(libc::SIGTERM) || end == killed_by(libc::SIGKILL), "{end:?}; stderr: {}", g.stderr());
     ctx.wait_tree_gone();
     g.final_events();
 }

@@ -83,6 +83,26 @@ fn pid1_mode_without_mount_proc_tears_down() {
     pid1_mode(false);
 }
 
+/// As PID 1, guardian exits 128+N for a provider killed by signal N (the kernel would ignore
+/// a signal PID 1 sends itself), quietly; `unshare --fork` passes the code on.
+#[test]
+fn pid1_exits_128_plus_n_for_a_provider_killed_by_signal_n() {
+    need_pidns!();
+    for sig in [libc::SIGTERM, libc::SIGKILL, libc::SIGSEGV] {
+        let ctx = Ctx::new("pid1-signal");
+        let mut wrapper: Vec<&str> = vec!["unshare", "--pid", "--fork", "--mount-proc"];
+        wrapper.extend(SETPRIV_NOBODY);
+        let mut g =
+            ctx.guardian().privileged().wrapper(wrapper).script(&format!("ulimit -c 0; kill -{sig} $$")).spawn();
+        assert_eq!(g.wait_end(), End::Code(128 + sig), "signal {sig}; stderr: {}", g.stderr());
+        assert!(!g.stderr().contains("could not end by signal"), "{}", g.stderr());
+        let ev = g.final_events();
+        assert_eq!(ev[0]["guardian_pid"], 1, "{ev:?}");
+        assert_eq!(ev.last().unwrap()["status"], 128 + sig);
+        ctx.assert_nothing_left();
+    }
+}
+
 /// `NSpid:` of a host pid: its pid in every namespace, outermost first.
 fn nspids(host_pid: i32) -> Option<Vec<i32>> {
     let status = std::fs::read_to_string(format!("/proc/{host_pid}/status")).ok()?;

@@ -213,6 +213,34 @@ fn events_fd_on_stdin_is_refused() {
     refused_events_fd("events-stdin", 0, None, "standard input");
 }
 
+/// Issue 22.1: an events fd among 0-2 that the caller closed is refused (125, nothing
+/// started), although start-up opens `/dev/null` on every closed standard fd: the events fd
+/// is judged as the caller gave it. For each of 0, 1 and 2, named by `--events-fd` and by
+/// `GUARDIAN_EVENTS_FD`.
+#[test]
+fn a_closed_standard_fd_as_events_fd_is_refused() {
+    for fd in 0..=2 {
+        for by_env in [false, true] {
+            let ctx = Ctx::new("events-closed-std");
+            let close = format!(r#"exec "$@" {fd}<&-"#);
+            let mut b = ctx.guardian().no_events().wrapper(["sh", "-c", close.as_str(), "sh"]);
+            b = if by_env {
+                b.env("GUARDIAN_EVENTS_FD", fd.to_string())
+            } else {
+                b.args(["--events-fd", &fd.to_string()])
+            };
+            let mut g = b.script(&format!("echo ran > {}/ran", ctx.dir.display())).spawn();
+            let how = if by_env { "GUARDIAN_EVENTS_FD" } else { "--events-fd" };
+            assert_eq!(g.wait_end(), End::Code(125), "{how} {fd} closed; stderr: {}", g.stderr());
+            assert!(!ctx.path("ran").exists(), "{how} {fd} closed: the provider ran");
+            if fd != 2 {
+                let err = g.stderr();
+                assert!(err.contains(&format!("file descriptor {fd} is not open")), "{how} {fd}: {err}");
+            }
+        }
+    }
+}
+
 /// Item 15: `GUARDIAN_*` settings configure one guardian only: a nested guardian started with
 /// GUARDIAN_EVENTS_FD=3 exported (and fd 3 closed for it) runs, and the provider's
 /// environment carries none of them.

@@ -126,7 +126,7 @@ fn provider_stopped_and_continued_from_outside_is_reported() {
     assert!(signal_tagged(provider, &ctx.nonce, libc::SIGCONT));
     g.wait_event_named("continued");
     g.signal(libc::SIGTERM);
-    assert_eq!(g.wait_code(), 137, "stderr: {}", g.stderr());
+    assert_eq!(g.wait_end(), killed_by(libc::SIGKILL), "stderr: {}", g.stderr());
     ctx.assert_nothing_left();
 }
 
@@ -154,7 +154,7 @@ while :; do wait; done"#,
     assert_eq!(first["reason"], "signal");
     assert_eq!(first["grace_ms"], 60000);
     g.signal(libc::SIGTERM);
-    assert_eq!(g.wait_code(), 137, "stderr: {}", g.stderr());
+    assert_eq!(g.wait_end(), killed_by(libc::SIGKILL), "stderr: {}", g.stderr());
     ctx.assert_nothing_left();
     assert!(!alive(child));
     let ev = g.final_events();
@@ -321,7 +321,7 @@ fn an_ignored_stop_signal_still_stops_and_reaches_the_provider() {
         g.signal(sig);
         let stopping = g.wait_event_named("stopping");
         assert_eq!(stopping["reason"], "signal", "{name}");
-        assert_eq!(g.wait_code(), 128 + sig, "the provider died of the stop signal {name}; stderr: {}", g.stderr());
+        assert_eq!(g.wait_end(), killed_by(sig), "the provider died of the stop signal {name}; stderr: {}", g.stderr());
         ctx.assert_nothing_left();
     }
 }

@@ -11,7 +11,10 @@ use clap_mangen::roff::{Inline, Roff, bold, italic, roman};
 /// Exit statuses, as in docs/contract.md.
 const EXIT_STATUS: &[(&str, &str)] = &[
     ("the provider's code", "The provider exited normally, and every descendant is gone."),
-    ("128+N", "The provider was killed by signal N (143 for SIGTERM, 137 for SIGKILL)."),
+    (
+        "128+N",
+        "The provider was killed by signal N: guardian then dies of signal N itself, with core dumps off, as sudo and coreutils timeout do, so its parent sees what it would have seen without guardian (a shell's $? is 128+N: 143 for SIGTERM, 137 for SIGKILL). As PID 1, where the kernel would ignore the signal, guardian exits 128+N.",
+    ),
     ("124", "--timeout fired; the tree was stopped."),
     (
         "125",
@@ -137,7 +140,8 @@ fn subcommands(roff: &mut Roff) {
          is delegated to this user, cgroup.kill, the available controllers, /proc visibility (hidepid) and the \
          children file. It names the mode guardian would run in with the given --cgroup setting, and prints a \
          line per problem saying what to change. --json prints one JSON object instead. Exit status 0 when \
-         every guarantee holds in that mode, 1 when guardian would run degraded, 125 on a usage error.",
+         every guarantee holds in that mode, 1 when guardian would run degraded, 2 when it would refuse to \
+         start (exit 125, e.g. an unusable --cgroup PATH), 125 on a usage error.",
     );
     tagged(
         roff,

@@ -22,8 +22,9 @@ then exits with the command's status.";
 /// The help's last part. Its event list is checked against the event schema
 /// (`src/events/schema_test.rs`).
 pub const AFTER_HELP: &str = "\
-Exit status: the provider's exit code, or 128+N when signal N killed it; 124 when --timeout
-fired; 125 guardian's own failure; 126 COMMAND not executable; 127 COMMAND not found.
+Exit status: the provider's exit code; when signal N killed it, guardian dies of N too (a
+shell's $? is 128+N; as PID 1 it exits 128+N); 124 when --timeout fired; 125 guardian's own
+failure; 126 COMMAND not executable; 127 COMMAND not found.
 
 Events (--events-fd N): JSON Lines with `event` and a monotonic `ts`: spawned, stopping,
 signal, stopped, continued, exit, released (always last; exit always before it), error,

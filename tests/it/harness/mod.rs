@@ -294,10 +294,18 @@ impl Ctx {
     /// `source` compiled (`cc -O1 -pthread`) into the test's directory as `NAME-TAG`, which uid
     /// 65534 can reach and whose path (argv[0]) carries the nonce. CI has a C compiler; a
     /// missing one fails the test with the reason.
+    /// Where the suite runs without a compiler (the vm-test guest), the program comes prebuilt
+    /// from the directory `GUARDIAN_TEST_PREBUILT_C` names (`tests/vm/run` fills it, one file
+    /// per program name; a test checks it is there with the cgroup area's `need_cc!`).
     pub fn c_program(&self, name: &str, source: &str) -> PathBuf {
+        let bin = self.path(&format!("{name}-{}", self.tag()));
+        if let Some(dir) = std::env::var_os("GUARDIAN_TEST_PREBUILT_C") {
+            fs::copy(Path::new(&dir).join(name), &bin).expect("copy the prebuilt C program");
+            fs::set_permissions(&bin, fs::Permissions::from_mode(0o755)).expect("chmod");
+            return bin;
+        }
         let src = self.path(&format!("{name}.c"));
         fs::write(&src, source).expect("write C source");
-        let bin = self.path(&format!("{name}-{}", self.tag()));
         let out = std::process::Command::new("cc")
             .args(["-O1", "-pthread", "-o"])
             .arg(&bin)
