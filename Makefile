@@ -37,7 +37,9 @@ SKIP_LOG = target/test-skips.log
 test:
 	@mkdir -p target && rm -f $(SKIP_LOG)
 	GUARDIAN_TEST_SKIP_LOG=$(CURDIR)/$(SKIP_LOG) $(CARGO) test --all-targets
-	$(CARGO) test --package treeguardian-spec --package xtask
+	# The spec crate (spec/events.json current), xtask, and the Rust client (its rmcp tests
+	# included; they run the guardian the line above built, target/debug/guardian).
+	$(CARGO) test --package treeguardian-spec --package xtask --package treeguardian-client
 	@missing=$$(sed -n 's/^SKIPPED: \(.*\): needs the test-hooks feature.*/\1/p' $(SKIP_LOG) 2>/dev/null | \
 		grep -vxF $(foreach t,$(HOOK_TESTS),-e $(t))); \
 	if [ -n "$$missing" ]; then echo "make test: add to HOOK_TESTS (they need test-hooks): $$missing" >&2; exit 1; fi
@@ -46,6 +48,7 @@ test:
 lint:
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	RUSTDOCFLAGS=-Dwarnings $(CARGO) doc --quiet --package treeguardian-client --no-deps --all-features
 
 install: release
 	install -D -m 0755 $(DIST) $(DESTDIR)$(PREFIX)/bin/guardian
@@ -99,6 +102,12 @@ check-generated:
 	else \
 		echo "check-generated: stale generated files; run 'make man completions options' and commit" >&2; exit 1; \
 	fi
+
+# spec/events.json (for the Node and Python drivers) from crates/spec/src/events.rs. A stale
+# file fails `cargo test -p treeguardian-spec` (crates/spec/tests/generated.rs).
+.PHONY: spec-events
+spec-events:
+	GUARDIAN_BLESS=1 $(CARGO) test --quiet --package treeguardian-spec --test generated
 
 # Debian package (needs cargo-deb: cargo install cargo-deb --locked). Output: target/debian/.
 deb:

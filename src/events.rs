@@ -169,8 +169,11 @@ fn check_writable(n: RawFd, fd: BorrowedFd<'_>) -> Result<(), String> {
 /// table. [`Event::to_line`] is the one serializer: it
 /// writes `event`, `ts`, then the fields in the order listed here. A field is always present,
 /// `null` when it has no value (`Option` documented "or null"), or absent when it has none
-/// (documented as "for target ..." or "when ..."). `schema_test` checks the contract, the man
-/// page and `packaging/npm/index.d.ts` against it.
+/// (documented as "for target ..." or "when ..."). The names, order, types and presence are
+/// defined once in `treeguardian_spec::events::EVENTS` (crates/spec/src/events.rs, which also
+/// writes spec/events.json): `schema_test` checks this serializer against that table, the Rust
+/// client's parser against these lines, and the contract, the man page and
+/// `packaging/npm/index.d.ts` against it.
 #[derive(Clone, Debug)]
 pub enum Event {
     /// An interface was refused and guardian does without it.
@@ -231,15 +234,8 @@ pub struct Abandoned {
     pub remaining: Vec<i32>,
 }
 
-/// How a field appears on the wire.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Presence {
-    Always,
-    /// Always present, `null` without a value.
-    Nullable,
-    /// Absent without a value.
-    Optional,
-}
+/// How a field appears on the wire: the spec crate's, where the event table lives.
+pub use treeguardian_spec::events::Presence;
 
 /// Where [`Event::fields`] writes: the JSON object, or (tests) the schema.
 trait Sink {

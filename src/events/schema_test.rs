@@ -1,4 +1,7 @@
-//! The event schema against its three descriptions: docs/contract.md's events table, the man
+//! The event schema against its one definition, `treeguardian_spec::events::EVENTS` (names,
+//! wire order, JSON types, presence), against the Rust client's parser
+//! (`treeguardian_client::Event`, which must read every line the serializer writes into its
+//! typed variant), and against its three descriptions: docs/contract.md's events table, the man
 //! page's EVENTS section (man/guardian.1, generated from xtask/src/man.rs) and the Node
 //! driver's packaging/npm/index.d.ts. Each must name every event and every field [`Event`]
 //! emits and nothing else, say "null" for a field that can be null, and say when a field that
@@ -382,4 +385,107 @@ fn wire_format_is_unchanged() {
     );
     let error = Event::Error { status: 127, message: "m".into(), abandoned: None };
     assert_eq!(error.to_line(ts), "{\"event\":\"error\",\"ts\":81235.10102,\"status\":127,\"message\":\"m\"}\n");
+}
+
+/// The JSON type the spec names, checked on a value the serializer wrote.
+fn has_type(value: &Value, ty: treeguardian_spec::events::Type) -> bool {
+    use treeguardian_spec::events::Type;
+    match ty {
+        Type::Int => value.as_i64().is_some(),
+        Type::UInt => value.as_u64().is_some(),
+        Type::Float => value.is_number(),
+        Type::Bool => value.is_boolean(),
+        Type::Str => value.is_string(),
+        Type::IntArray => value.as_array().is_some_and(|a| a.iter().all(|v| v.as_i64().is_some())),
+    }
+}
+
+/// The serializer writes exactly the spec's events and fields, in the spec's order, with the
+/// spec's presence and JSON types (every `Option` set in [`every_event`], so every field is
+/// written with a value).
+#[test]
+fn serializer_follows_the_spec_table() {
+    use treeguardian_spec::events::{COMMON, EVENTS};
+    let emitted = emitted();
+    let spec_names: Vec<&str> = EVENTS.iter().map(|e| e.name).collect();
+    let mut ours: Vec<&str> = emitted.keys().copied().collect();
+    ours.sort();
+    let mut theirs = spec_names.clone();
+    theirs.sort();
+    assert_eq!(ours, theirs, "the binary's events and crates/spec/src/events.rs differ");
+    for event in &every_event() {
+        let spec = treeguardian_spec::events::event(event.name()).expect("checked above");
+        let want: Vec<(&str, Presence)> = spec.fields.iter().map(|f| (f.name, f.presence)).collect();
+        assert_eq!(emitted[event.name()], want, "{}: fields, order or presence differ from the spec", spec.name);
+        let line = event.to_line(Duration::from_micros(1_500_000));
+        let value: Value = serde_json::from_str(&line).expect("a JSON line");
+        for field in COMMON.iter().chain(spec.fields) {
+            let got = &value[field.name];
+            assert!(has_type(got, field.ty), "{}.{} = {got} is not a {:?}", spec.name, field.name, field.ty);
+        }
+    }
+}
+
+/// The Rust client reads every line the serializer writes into its typed variant, with the
+/// values written (every `Option` set, and each of them unset).
+#[test]
+fn the_client_reads_every_line() {
+    use treeguardian_client::Event as Client;
+    for event in &every_event() {
+        let line = event.to_line(Duration::from_micros(1_500_000));
+        let parsed = Client::parse(&line).unwrap_or_else(|e| panic!("client refused {line}: {e}"));
+        assert_eq!(parsed.name(), Some(event.name()), "{line}");
+    }
+    let exit = Event::Exit { pid: 4242, code: None, signal: Some("SIGKILL".into()), core_dumped: true };
+    assert_eq!(
+        Client::parse(&exit.to_line(Duration::from_secs(2))).unwrap(),
+        Client::Exit { ts: 2.0, pid: 4242, code: None, signal: Some("SIGKILL".into()), core_dumped: true }
+    );
+    let signal = Event::Signal(Signal {
+        signal: "SIGTERM".into(),
+        target: "descendants",
+        pid: None,
+        cgroup: None,
+        pids: Some(vec![7, 8]),
+        reason: "stop".into(),
+    });
+    assert_eq!(
+        Client::parse(&signal.to_line(Duration::from_secs(2))).unwrap(),
+        Client::Signal {
+            ts: 2.0,
+            signal: "SIGTERM".into(),
+            target: "descendants".into(),
+            pid: None,
+            cgroup: None,
+            pids: Some(vec![7, 8]),
+            reason: "stop".into()
+        }
+    );
+    let usage = Usage { user: Duration::from_micros(1500), system: Duration::from_micros(250), max_rss_kb: 2048 };
+    let released = Event::Released(Released {
+        status: 3,
+        signalled: None,
+        killed: 1,
+        reaped: 2,
+        teardown_ms: 2.5,
+        cgroup: None,
+        oom_kill: Some(0),
+        provider: usage,
+        tree: usage,
+    });
+    match Client::parse(&released.to_line(Duration::from_secs(2))).unwrap() {
+        Client::Released(r) => {
+            assert_eq!((r.status, r.signalled, r.killed, r.reaped, r.oom_kill), (3, None, 1, 2, Some(0)));
+            assert_eq!(
+                (r.teardown_ms, r.provider_user_ms, r.tree_system_ms, r.tree_max_rss_kb),
+                (2.5, 1.5, 0.25, 2048)
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    let error = Event::Error { status: 125, message: "m".into(), abandoned: None };
+    assert_eq!(
+        Client::parse(&error.to_line(Duration::from_secs(2))).unwrap(),
+        Client::Error { ts: 2.0, status: 125, message: "m".into(), unkillable: None, remaining: None }
+    );
 }

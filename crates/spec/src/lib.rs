@@ -6,4 +6,5 @@
 
 #[cfg(feature = "clap")]
 pub mod clap;
+pub mod events;
 pub mod options;

@@ -1,0 +1,326 @@
+//! child: a running guardian and its provider. [`Guard`] owns guardian's process and pidfd
+//! and is what makes `Drop` safe: it sends the stop request (SIGTERM through the pidfd, never
+//! SIGKILL) and leaves the reaping to a short-lived thread, so it needs no runtime and does
+//! not block. [`Tracker`] follows the events for `kill_now` and `wait`.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::fs::File;
+use std::io::{self, BufRead, BufReader};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::PathBuf;
+use std::process::{ChildStderr, ChildStdin, ChildStdout, ExitStatus, Stdio};
+
+use rustix::process::{Pid, PidfdFlags, Signal};
+
+use crate::command::Command;
+use crate::events::{Event, Released};
+
+/// What can go wrong starting or waiting for guardian.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// No guardian binary: the message names the explicit path, `$GUARDIAN_BIN` and `$PATH`,
+    /// and how to install guardian.
+    NotFound(String),
+    /// guardian could not be started.
+    Spawn {
+        guardian: PathBuf,
+        source: io::Error,
+    },
+    /// guardian's `error` event: it could not start the provider (status 125, 126, 127) or
+    /// abandoned a teardown.
+    Guardian {
+        status: i32,
+        message: String,
+    },
+    /// guardian ended without its last event (it was killed).
+    Ended(ExitStatus),
+    Io(io::Error),
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::NotFound(m) => f.write_str(m),
+            Error::Spawn { guardian, source } => write!(f, "cannot start {}: {source}", guardian.display()),
+            Error::Guardian { status, message } => write!(f, "guardian (status {status}): {message}"),
+            Error::Ended(status) => write!(f, "guardian ended without releasing the tree ({status})"),
+            Error::Io(e) => write!(f, "guardian events: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Spawn { source, .. } | Error::Io(source) => Some(source),
+            _ => None,
+        }
+    }
+}
+
+impl From<io::Error> for Error {
+    fn from(e: io::Error) -> Error {
+        Error::Io(e)
+    }
+}
+
+impl From<Error> for io::Error {
+    fn from(e: Error) -> io::Error {
+        match e {
+            Error::Io(e) => e,
+            Error::NotFound(m) => io::Error::new(io::ErrorKind::NotFound, m),
+            other => io::Error::other(other.to_string()),
+        }
+    }
+}
+
+/// guardian's process until it is reaped. Dropping it unreaped sends the stop request.
+pub(crate) struct Guard {
+    pub(crate) child: Option<std::process::Child>,
+    pidfd: Option<OwnedFd>,
+    pub(crate) finished: bool,
+}
+
+impl Guard {
+    /// SIGTERM to guardian: a stop request (a second one while it stops kills now).
+    pub(crate) fn signal(&self) -> io::Result<()> {
+        let Some(child) = &self.child else { return Ok(()) };
+        let sent = match &self.pidfd {
+            Some(fd) => rustix::process::pidfd_send_signal(fd, Signal::TERM),
+            // No pidfd (a kernel before 5.3, or seccomp): guardian is our unreaped child, so its
+            // pid cannot have been reused yet.
+            None => rustix::process::kill_process(Pid::from_child(child), Signal::TERM),
+        };
+        match sent {
+            // guardian already exited (not yet reaped): nothing left to stop.
+            Err(rustix::io::Errno::SRCH) => Ok(()),
+            other => other.map_err(io::Error::from),
+        }
+    }
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        let exited = match self.child.as_mut() {
+            None => return,
+            Some(child) => matches!(child.try_wait(), Ok(Some(_))),
+        };
+        if !exited && !self.finished {
+            let _ = self.signal();
+        }
+        let Some(mut child) = self.child.take() else { return };
+        if exited {
+            return;
+        }
+        // guardian now stops and reaps the tree (bounded by its grace) and exits; a thread
+        // reaps it so it does not stay a zombie. If this process exits first, guardian sees
+        // its parent die and tears the tree down all the same.
+        let _ = std::thread::Builder::new().name("treeguardian-reap".into()).spawn(move || child.wait());
+    }
+}
+
+/// What the events said so far.
+#[derive(Default)]
+pub(crate) struct Tracker {
+    /// A `stopping` that was not `kill-request`: a further SIGTERM kills now.
+    pub(crate) stopping: bool,
+    pub(crate) kill_requested: bool,
+    pub(crate) released: Option<Released>,
+    pub(crate) error: Option<(i32, String)>,
+}
+
+impl Tracker {
+    pub(crate) fn observe(&mut self, event: &Event) {
+        match event {
+            Event::Stopping { reason, .. } if reason == "kill-request" => self.kill_requested = true,
+            Event::Stopping { .. } => self.stopping = true,
+            Event::Released(r) => self.released = Some(r.clone()),
+            Event::Error { status, message, .. } => self.error = Some((*status, message.clone())),
+            _ => {}
+        }
+    }
+    pub(crate) fn finished(&self) -> bool {
+        self.released.is_some() || self.error.is_some()
+    }
+    /// `wait`'s answer once guardian is reaped.
+    pub(crate) fn outcome(&mut self, status: ExitStatus) -> Result<Released, Error> {
+        match (self.released.take(), self.error.take()) {
+            (Some(mut r), _) => {
+                r.exit_status = Some(status);
+                Ok(r)
+            }
+            (None, Some((status, message))) => Err(Error::Guardian { status, message }),
+            (None, None) => Err(Error::Ended(status)),
+        }
+    }
+}
+
+/// guardian started with an events pipe, before its first event.
+pub(crate) struct Started {
+    pub(crate) guard: Guard,
+    pub(crate) events: OwnedFd,
+    pub(crate) stdin: Option<ChildStdin>,
+    pub(crate) stdout: Option<ChildStdout>,
+    pub(crate) stderr: Option<ChildStderr>,
+}
+
+/// Finds guardian, makes the events pipe and starts guardian with it.
+pub(crate) fn start(cmd: &mut Command) -> Result<Started, Error> {
+    let guardian = crate::find::guardian(cmd.guardian.as_deref()).map_err(Error::NotFound)?;
+    let (read, write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).map_err(io::Error::from)?;
+    let mut std_cmd = cmd.std_command(&guardian, write.as_raw_fd());
+    std_cmd.stdin(cmd.stdin.take().unwrap_or_else(Stdio::inherit));
+    std_cmd.stdout(cmd.stdout.take().unwrap_or_else(Stdio::inherit));
+    std_cmd.stderr(cmd.stderr.take().unwrap_or_else(Stdio::inherit));
+    crate::sys::inherit_in_child(&mut std_cmd, write.as_raw_fd());
+    let mut std = std_cmd.spawn().map_err(|source| Error::Spawn { guardian, source })?;
+    drop(write);
+    let pidfd = rustix::process::pidfd_open(Pid::from_child(&std), PidfdFlags::empty()).ok();
+    // The stdio goes to the caller's handle; the Guard owns the process.
+    let (stdin, stdout, stderr) = (std.stdin.take(), std.stdout.take(), std.stderr.take());
+    Ok(Started { guard: Guard { child: Some(std), pidfd, finished: false }, events: read, stdin, stdout, stderr })
+}
+
+/// A provider running under guardian (from [`Command::spawn`]). Dropping it without
+/// [`Child::wait`] sends guardian the stop request: the tree is stopped and reaped within the
+/// grace, and nothing blocks.
+pub struct Child {
+    guard: Guard,
+    events: BufReader<File>,
+    queue: VecDeque<Event>,
+    tracker: Tracker,
+    provider_pid: u32,
+    /// The provider's stdin (guardian's, passed on), when [`Command::stdin`] was piped.
+    pub stdin: Option<ChildStdin>,
+    pub stdout: Option<ChildStdout>,
+    pub stderr: Option<ChildStderr>,
+}
+
+impl Command {
+    /// Starts guardian with the provider and returns once guardian reported `spawned` (so the
+    /// provider's pid is known), or an error: guardian not found, not startable, or its `error`
+    /// event (the provider could not be started).
+    pub fn spawn(&mut self) -> Result<Child, Error> {
+        let s = start(self)?;
+        let mut child = Child {
+            guard: s.guard,
+            events: BufReader::new(File::from(s.events)),
+            queue: VecDeque::new(),
+            tracker: Tracker::default(),
+            provider_pid: 0,
+            stdin: s.stdin,
+            stdout: s.stdout,
+            stderr: s.stderr,
+        };
+        loop {
+            match child.read_event() {
+                Some(Event::Spawned { pid, .. }) => {
+                    child.provider_pid = pid as u32;
+                    break;
+                }
+                Some(Event::Error { status, message, .. }) => {
+                    drop(child.stdin.take());
+                    let _ = child.reap();
+                    return Err(Error::Guardian { status, message });
+                }
+                Some(_) => {}
+                None => return Err(Error::Ended(child.reap()?)),
+            }
+        }
+        Ok(child)
+    }
+}
+
+impl Child {
+    /// guardian's pid.
+    pub fn guardian_pid(&self) -> u32 {
+        self.guard.child.as_ref().map_or(0, std::process::Child::id)
+    }
+    /// The provider's pid (from the `spawned` event).
+    pub fn provider_pid(&self) -> u32 {
+        self.provider_pid
+    }
+
+    /// Reads one event into the queue's order; `None` at the end of the stream.
+    fn read_event(&mut self) -> Option<Event> {
+        let mut line = String::new();
+        loop {
+            line.clear();
+            match self.events.read_line(&mut line) {
+                Ok(0) | Err(_) => return None,
+                Ok(_) if line.trim().is_empty() => continue,
+                Ok(_) => break,
+            }
+        }
+        let event = Event::parse(&line).unwrap_or(Event::Other { line: line.trim_end().to_string() });
+        self.tracker.observe(&event);
+        self.guard.finished = self.tracker.finished();
+        self.queue.push_back(event.clone());
+        Some(event)
+    }
+
+    /// The next event, blocking until guardian writes it; `None` after the last one.
+    pub fn next_event(&mut self) -> Option<Event> {
+        if self.queue.is_empty() {
+            self.read_event()?;
+        }
+        self.queue.pop_front()
+    }
+
+    /// The events as an iterator (blocking), ending after `released` or `error`.
+    pub fn events(&mut self) -> impl Iterator<Item = Event> + '_ {
+        std::iter::from_fn(move || self.next_event())
+    }
+
+    /// The stop request: SIGTERM to guardian, which sends the tree the stop signal, waits the
+    /// grace, SIGKILLs what is left and reaps everything. Does not wait.
+    pub fn stop(&self) -> io::Result<()> {
+        self.guard.signal()
+    }
+
+    /// Kill the tree now (guardian's kill-now rule): SIGTERM; if guardian answers with a first
+    /// `stopping`, SIGTERM again, which ends the grace with SIGKILL to the whole tree. Returns
+    /// once guardian acknowledged (`stopping` with `kill-request`, or the stream ended); the
+    /// events read meanwhile stay queued for [`Child::next_event`].
+    pub fn kill_now(&mut self) -> io::Result<()> {
+        if self.tracker.finished() || self.tracker.kill_requested {
+            return Ok(());
+        }
+        let already_stopping = self.tracker.stopping;
+        self.guard.signal()?;
+        if already_stopping {
+            return Ok(());
+        }
+        while let Some(event) = self.read_event() {
+            if let Event::Stopping { reason, .. } = &event {
+                if reason != "kill-request" {
+                    self.guard.signal()?;
+                }
+                return Ok(());
+            }
+            if self.tracker.finished() {
+                return Ok(());
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits until guardian released the tree (every descendant reaped) and exited; returns its
+    /// `released` event with guardian's exit status. Closes the provider's stdin first, like
+    /// `std::process::Child::wait`.
+    pub fn wait(mut self) -> Result<Released, Error> {
+        drop(self.stdin.take());
+        while !self.tracker.finished() && self.read_event().is_some() {}
+        let status = self.reap()?;
+        self.tracker.outcome(status)
+    }
+
+    fn reap(&mut self) -> io::Result<ExitStatus> {
+        match self.guard.child.take() {
+            Some(mut child) => child.wait(),
+            None => Err(io::Error::other("guardian was already reaped")),
+        }
+    }
+}

@@ -1,0 +1,202 @@
+//! The blocking API against the real guardian: events, wait, drop, kill_now, errors, fds.
+
+mod common;
+
+use std::io::Read;
+use std::process::Stdio;
+use std::time::Duration;
+
+use common::{Sweep, gone_within, guardian, nonce, present_within};
+use treeguardian_client::{Command, Error, Event};
+
+const LIMIT: Duration = Duration::from_secs(20);
+
+fn sh(script: &str) -> Command {
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c").arg(script).guardian(guardian());
+    cmd
+}
+
+#[test]
+fn events_then_released_and_nothing_left() {
+    let tag = nonce("events");
+    let _sweep = Sweep(tag.clone());
+    let mut child = sh(&format!("setsid sh -c 'sleep 300; : {tag}' & echo hi; exit 3"))
+        .stdout(Stdio::piped())
+        .grace(Duration::from_secs(5))
+        .spawn()
+        .expect("spawn");
+    assert!(child.provider_pid() > 0 && child.guardian_pid() > 0);
+    let mut out = String::new();
+    child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+    assert_eq!(out, "hi\n");
+    let names: Vec<&str> = child.events().filter_map(|e| e.name()).collect();
+    assert_eq!(names.first(), Some(&"spawned"), "{names:?}");
+    assert!(names.contains(&"exit") && names.last() == Some(&"released"), "{names:?}");
+    // the events were read; wait still returns the released event
+    let released = child.wait().expect("wait");
+    assert_eq!(released.status, 3);
+    assert!(released.reaped >= 1, "{released:?}");
+    assert_eq!(released.exit_status.and_then(|s| s.code()), Some(3));
+    gone_within(&tag, LIMIT).expect("the setsid child was reaped");
+}
+
+#[test]
+fn drop_stops_the_tree_without_blocking() {
+    let tag = nonce("drop");
+    let _sweep = Sweep(tag.clone());
+    let child = sh(&format!("setsid sh -c 'sleep 300; : {tag}' & sleep 300; : {tag}")).spawn().expect("spawn");
+    assert!(present_within(&tag, 2, LIMIT), "both tagged processes started");
+    let started = std::time::Instant::now();
+    drop(child);
+    let took = started.elapsed();
+    gone_within(&tag, LIMIT).expect("drop stopped the tree");
+    // Not a timing assertion on guardian: dropping must not wait for the teardown itself.
+    assert!(took < Duration::from_secs(5), "drop blocked for {took:?}");
+}
+
+#[test]
+fn kill_now_ends_the_grace_of_a_term_ignoring_tree() {
+    let tag = nonce("killnow");
+    let _sweep = Sweep(tag.clone());
+    let script = format!("trap '' TERM; setsid sh -c \"trap '' TERM; sleep 300; : {tag}\" & sleep 300; : {tag}");
+    let mut child = sh(&script).grace(Duration::from_secs(600)).spawn().expect("spawn");
+    assert!(present_within(&tag, 2, LIMIT));
+    child.kill_now().expect("kill_now");
+    let (mut reasons, mut provider_signal) = (Vec::new(), None);
+    while let Some(e) = child.next_event() {
+        match e {
+            Event::Stopping { reason, .. } => reasons.push(reason),
+            Event::Exit { signal, .. } => provider_signal = signal,
+            _ => {}
+        }
+    }
+    assert_eq!(reasons, ["signal", "kill-request"]);
+    // The provider ignores SIGTERM: within a 600 s grace only the kill-now SIGKILL ends it.
+    assert_eq!(provider_signal.as_deref(), Some("SIGKILL"));
+    child.wait().expect("released");
+    gone_within(&tag, LIMIT).expect("nothing left");
+}
+
+#[test]
+fn stop_is_a_graceful_stop() {
+    let tag = nonce("stop");
+    let _sweep = Sweep(tag.clone());
+    let child = sh(&format!("sleep 300; : {tag}")).spawn().expect("spawn");
+    assert!(present_within(&tag, 1, LIMIT));
+    child.stop().expect("stop");
+    let released = child.wait().expect("released");
+    assert_eq!(released.killed, 0, "{released:?}");
+    gone_within(&tag, LIMIT).expect("nothing left");
+}
+
+#[test]
+fn a_provider_that_cannot_start_is_an_error() {
+    let mut cmd = Command::new("/nonexistent/tgc-provider");
+    cmd.guardian(guardian());
+    match cmd.spawn() {
+        Err(Error::Guardian { status, message }) => {
+            assert_eq!(status, 127, "{message}");
+            assert!(message.contains("tgc-provider"), "{message}");
+        }
+        other => panic!("expected guardian's error event, got {:?}", other.map(|c| c.provider_pid())),
+    }
+}
+
+#[test]
+fn a_missing_guardian_names_every_source() {
+    let mut cmd = Command::new("true");
+    cmd.guardian("/nonexistent/guardian");
+    let err = cmd.spawn().err().expect("an error").to_string();
+    for needle in ["/nonexistent/guardian", "GUARDIAN_BIN", "PATH", "cargo install treeguardian", "npm"] {
+        assert!(err.contains(needle), "{needle} not in: {err}");
+    }
+}
+
+/// The events pipe reaches guardian only: no fd of the provider but its stdout is a pipe this
+/// process opened for the spawn (the events pipe's read end stays open here, so its inode would
+/// show).
+#[test]
+fn the_provider_inherits_no_events_fd() {
+    fn links(pid: &str) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        for e in std::fs::read_dir(format!("/proc/{pid}/fd")).into_iter().flatten().flatten() {
+            if let Ok(target) = std::fs::read_link(e.path()) {
+                out.push((e.file_name().to_string_lossy().into_owned(), target.to_string_lossy().into_owned()));
+            }
+        }
+        out
+    }
+    let before: Vec<String> = links("self").into_iter().map(|(_, t)| t).collect();
+    let mut child = sh("for f in /proc/$$/fd/*; do echo \"${f##*/} $(readlink $f)\"; done")
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let ours: Vec<String> =
+        links("self").into_iter().map(|(_, t)| t).filter(|t| t.starts_with("pipe:") && !before.contains(t)).collect();
+    let mut out = String::new();
+    child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+    child.wait().expect("released");
+    assert!(ours.len() >= 2, "the stdout and events pipes: {ours:?}");
+    let leaked: Vec<&str> = out
+        .lines()
+        .filter(|l| l.split_once(' ').is_some_and(|(fd, target)| fd != "1" && ours.iter().any(|o| o == target)))
+        .collect();
+    assert!(leaked.is_empty(), "the provider holds this process's pipes: {leaked:?} (all: {out})");
+}
+
+/// Every flag the builder writes is one guardian knows (its --help), and, once
+/// spec/options.json exists, one that file lists.
+#[test]
+fn option_flags_are_guardians() {
+    let help = std::process::Command::new(guardian()).arg("--help").output().expect("guardian --help");
+    let help = String::from_utf8_lossy(&help.stdout);
+    for flag in treeguardian_client::option_flags() {
+        assert!(help.contains(flag.as_str()), "guardian --help does not list {flag}");
+    }
+    let spec = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../spec/options.json");
+    if let Ok(text) = std::fs::read_to_string(&spec) {
+        for flag in treeguardian_client::option_flags() {
+            let name = flag.trim_start_matches('-');
+            assert!(
+                text.contains(&format!("\"{flag}\"")) || text.contains(&format!("\"{name}\"")),
+                "spec/options.json does not list {flag}"
+            );
+        }
+    }
+}
+
+/// The crate never sends SIGKILL (to guardian or anyone): a SIGKILLed guardian orphans the
+/// tree. Its only signal is SIGTERM, through the pidfd (or the unreaped pid).
+#[test]
+fn the_crate_never_sends_sigkill() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut signals = 0;
+    for entry in std::fs::read_dir(&dir).expect("src") {
+        let path = entry.expect("entry").path();
+        let text = std::fs::read_to_string(&path).expect("read");
+        for needle in ["Signal::KILL", "libc::SIGKILL", "libc::kill(", ".kill()", "start_kill"] {
+            assert!(!text.contains(needle), "{} contains {needle}", path.display());
+        }
+        signals += text.matches("Signal::TERM").count();
+    }
+    assert_eq!(signals, 2, "the pidfd and the pid fallback, both SIGTERM");
+}
+
+/// A stop request after guardian released the tree (and exited, unreaped) is not an error.
+#[test]
+fn stop_after_release_is_ok() {
+    let mut child = sh("exit 0").spawn().expect("spawn");
+    while child.next_event().is_some() {}
+    // Wait until guardian is a zombie (exited, not reaped): the signal then finds no process.
+    let stat = format!("/proc/{}/stat", child.guardian_pid());
+    let end = std::time::Instant::now() + LIMIT;
+    while !std::fs::read_to_string(&stat).unwrap_or_default().rsplit_once(") ").is_some_and(|(_, r)| r.starts_with('Z'))
+    {
+        assert!(std::time::Instant::now() < end, "guardian did not exit");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    child.stop().expect("stop after release");
+    child.kill_now().expect("kill_now after release");
+    assert_eq!(child.wait().expect("released").status, 0);
+}
