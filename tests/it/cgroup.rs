@@ -214,9 +214,13 @@ fn each_member_of_the_leaf_hears_the_stop_signal_once() {
     let cg = TestCgroup::new(&mount, true);
     let ctx = Ctx::new("cg-stop-once");
     let n = &ctx.nonce;
-    // Once its sleep is gone the inner sh stops itself (no busy loop) until the SIGKILL.
+    // Once its sleep is gone the inner sh stops itself (no busy loop) until the SIGKILL. It
+    // is ready only once its child has exec'd sleep: a SIGTERM that reached the child between
+    // fork and exec would meet the sh's inherited trap and be lost at the exec, and the sleep
+    // would then be killed at the deadline (the test's race, not guardian's).
     let inner = format!(
-        "trap 'echo T >> count.log' TERM; sleep 1000.{n}1 & echo $$ > ready; while :; do wait; kill -STOP $$; done\n"
+        "trap 'echo T >> count.log' TERM; sleep 1000.{n}1 & until [ \"$(cat /proc/$!/comm)\" = sleep ]; do :; done; \
+         echo $$ > ready; while :; do wait; kill -STOP $$; done\n"
     );
     std::fs::write(ctx.path("inner.sh"), inner).expect("write inner.sh");
     let provider = "sh inner.sh & while [ ! -s ready ]; do :; done; exit 4";
