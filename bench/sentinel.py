@@ -20,9 +20,9 @@ RUNS = int(sys.argv[2]) if len(sys.argv) > 2 else 200
 
 def env(sentinel):
     e = dict(os.environ)
-    e.pop("GUARDIAN_SENTINEL", None)
+    e.pop("GUARDIAN_NO_SENTINEL", None)
     if sentinel is not None:
-        e["GUARDIAN_SENTINEL"] = sentinel
+        e["GUARDIAN_NO_SENTINEL"] = sentinel
     return e
 
 
@@ -44,7 +44,7 @@ def startup():
     cmds = {
         "true": (["/bin/true"], None),
         "guardian, sentinel on": ([G, "--", "/bin/true"], None),
-        "guardian, GUARDIAN_SENTINEL=0": ([G, "--", "/bin/true"], "0"),
+        "guardian, GUARDIAN_NO_SENTINEL=1": ([G, "--", "/bin/true"], "1"),
         "unshare -Urpf --kill-child guardian": (["/usr/bin/unshare", "-Urpf", "--kill-child", G, "--", "/bin/true"], None),
         "unshare -Urpf --kill-child true": (["/usr/bin/unshare", "-Urpf", "--kill-child", "/bin/true"], None),
     }
@@ -60,7 +60,7 @@ def startup():
         print(f"| {k} | {statistics.median(v):.3f} ms | overhead {statistics.median(v) - base:.3f} ms |")
 
 
-for name, argv0, s in [("guardian, sentinel on", G, None), ("guardian, GUARDIAN_SENTINEL=0", G, "0"),
+for name, argv0, s in [("guardian, sentinel on", G, None), ("guardian, GUARDIAN_NO_SENTINEL=1", G, "1"),
                        ("catatonit", "/usr/bin/catatonit", None)]:
     if os.path.exists(argv0):
         n, kb = memory(argv0, s)

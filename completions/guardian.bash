@@ -29,7 +29,7 @@ _guardian() {
 
     case "${cmd}" in
         guardian)
-            opts="-g -s -t -w -v -q -V -h --grace --stop-signal --forward-to --events-fd --events-file --timeout --wait-descendants --no-parent-watch --cgroup --memory-max --pids-max --cpu-max --verbose --quiet --version --help sweep doctor"
+            opts="-g -s -t -w -v -q -V -h --grace --stop-signal --forward-to --events-fd --events-file --timeout --wait-descendants --no-parent-watch --no-sentinel --cgroup --memory-max --pids-max --cpu-max --verbose --quiet --version --help sweep doctor"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

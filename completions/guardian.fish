@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_guardian_global_optspecs
-    string join \n g/grace= s/stop-signal= forward-to= events-fd= events-file= t/timeout= w/wait-descendants no-parent-watch cgroup= memory-max= pids-max= cpu-max= v/verbose q/quiet V/version h/help
+    string join \n g/grace= s/stop-signal= forward-to= events-fd= events-file= t/timeout= w/wait-descendants no-parent-watch no-sentinel cgroup= memory-max= pids-max= cpu-max= v/verbose q/quiet V/version h/help
 end
 
 function __fish_guardian_needs_command
@@ -37,6 +37,7 @@ complete -c guardian -n "__fish_guardian_needs_command" -l pids-max -d 'Limit th
 complete -c guardian -n "__fish_guardian_needs_command" -l cpu-max -d 'Limit the leaf\'s CPU time (cpu.max): CPUs (0.5, 2) or "QUOTA PERIOD" in microseconds. Needs --cgroup and a delegated cpu controller' -r
 complete -c guardian -n "__fish_guardian_needs_command" -s w -l wait-descendants -d 'After COMMAND exits, let its descendants finish on their own instead of stopping them (parent death, --timeout and SIGTERM still stop them)'
 complete -c guardian -n "__fish_guardian_needs_command" -l no-parent-watch -d 'Do not tear the tree down when guardian\'s parent process dies'
+complete -c guardian -n "__fish_guardian_needs_command" -l no-sentinel -d 'Run as one process: no sentinel parent, so a SIGKILL of the process the host started leaves the tree running (see the contract\'s sentinel section; doctor reports it)'
 complete -c guardian -n "__fish_guardian_needs_command" -s v -l verbose -d 'Log what guardian does to stderr, prefixed "guardian:" (repeat for more, up to -vvv; the variable gives the count, 0 to 3)'
 complete -c guardian -n "__fish_guardian_needs_command" -s q -l quiet -d 'Print only fatal errors'
 complete -c guardian -n "__fish_guardian_needs_command" -s V -l version -d 'Print version'

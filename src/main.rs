@@ -97,7 +97,9 @@ fn run(args: impl Iterator<Item = &'static OsStr>) -> Result<i32, Failure> {
         return match sub {
             cli::Sub::Sweep { cgroup, leaf } => cgroup::sweep(cgroup.as_deref(), leaf.as_deref()),
             // The subcommand's --cgroup, else the one guardian itself would use (GUARDIAN_CGROUP).
-            cli::Sub::Doctor { json, cgroup } => Ok(doctor::run(*json, cgroup.as_ref().or(cli.cgroup.as_ref()))),
+            cli::Sub::Doctor { json, cgroup } => {
+                Ok(doctor::run(*json, cgroup.as_ref().or(cli.cgroup.as_ref()), cli.no_sentinel))
+            }
         };
     }
     setup_and_supervise(cli)
@@ -135,7 +137,7 @@ fn start(cli: &cli::Cli, me: &mut i32, events: &mut Events) -> Result<Started, F
     // 2b. The sentinel (`sentinel`): unless guardian is PID 1 (or it is turned off), the
     //     process the host started stays behind as a small parent and guardian goes on in a
     //     child, so that a SIGKILL of the host's process is a parent death guardian sees.
-    *me = sentinel::split(*me, &setup, !cli.no_parent_watch, events)?;
+    *me = sentinel::split(*me, &setup, !cli.no_parent_watch, cli.no_sentinel, events)?;
     let me = *me;
     let signal_step::Setup { sigfd, original_mask, sigchld_ignored, .. } = setup;
 

@@ -20,7 +20,7 @@
 //!
 //! Not used as PID 1 (the kernel ends the namespace with it), when the parent or the process
 //! group is outside guardian's PID namespace (the host's process is outside too, so killing it
-//! does not kill guardian), and with `GUARDIAN_SENTINEL=0`. `doctor` says which applies.
+//! does not kill guardian), and with `--no-sentinel` (`GUARDIAN_NO_SENTINEL=1`). `doctor` says which applies.
 
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -31,9 +31,6 @@ use crate::exit::Failure;
 use crate::status::WaitStatus;
 use crate::sys;
 use crate::{signal_step, signals};
-
-/// The variable that turns the sentinel off (`0`/`off`) or on (`1`/`on`, the default).
-pub const VARIABLE: &str = "GUARDIAN_SENTINEL";
 
 /// The sentinel's pid and process group, as guardian (its child) recorded them; 0 without.
 static SENTINEL: AtomicI32 = AtomicI32::new(0);
@@ -59,28 +56,30 @@ pub fn is_refused_suspend(info: &sys::SigInfo) -> bool {
 }
 
 /// Why there is no sentinel here, or `None` when there is one (also for `doctor`).
-pub fn off_reason(me: i32, setting: Option<&std::ffi::OsStr>) -> Result<Option<&'static str>, String> {
-    match setting.map(|v| v.to_str().unwrap_or("?")) {
-        None | Some("1" | "on") => {}
-        Some("0" | "off") => return Ok(Some("turned off (GUARDIAN_SENTINEL=0)")),
-        Some(v) => {
-            return Err(format!("{VARIABLE}={v:?} is not valid; use 1 (the default) or 0 (no sentinel process)"));
-        }
+/// `turned_off`: `--no-sentinel` (`GUARDIAN_NO_SENTINEL`).
+pub fn off_reason(me: i32, turned_off: bool) -> Option<&'static str> {
+    if turned_off {
+        return Some("turned off (--no-sentinel, GUARDIAN_NO_SENTINEL)");
     }
     if me == 1 {
-        return Ok(Some("guardian is PID 1: the kernel ends the namespace with it"));
+        return Some("guardian is PID 1: the kernel ends the namespace with it");
     }
     if rustix::process::getppid().is_none() || sys::getpgrp() == 0 {
-        return Ok(Some("the parent or the process group is outside guardian's PID namespace"));
+        return Some("the parent or the process group is outside guardian's PID namespace");
     }
-    Ok(None)
+    None
 }
 
 /// Splits the process the host started into sentinel and guardian, unless [`off_reason`]
 /// says not to. Returns guardian's pid in guardian; the sentinel never returns.
-pub fn split(me: i32, setup: &signal_step::Setup, watch_parent: bool, events: &mut Events) -> Result<i32, Failure> {
-    let setting = std::env::var_os(VARIABLE);
-    if let Some(why) = off_reason(me, setting.as_deref()).map_err(Failure::guardian)? {
+pub fn split(
+    me: i32,
+    setup: &signal_step::Setup,
+    watch_parent: bool,
+    turned_off: bool,
+    events: &mut Events,
+) -> Result<i32, Failure> {
+    if let Some(why) = off_reason(me, turned_off) {
         crate::log::debug!("no sentinel process: {why}");
         return Ok(me);
     }

@@ -133,12 +133,12 @@ pub(crate) fn clone3_into_leaf(
     start(sys::Start::Clone3 { cgroup: leaf, extra: 0 })
 }
 
-/// The `GUARDIAN_*` variables guardian reads its settings from (every option's `env`,
-/// `GUARDIAN_VERBOSE`, and `GUARDIAN_SENTINEL`). They configure this guardian only: left in the environment, a nested
+/// The `GUARDIAN_*` variables guardian reads its settings from (every option's `env` in the
+/// option table). They configure this guardian only: left in the environment, a nested
 /// guardian (or any program of the tree that runs one) would take the outer one's settings,
 /// e.g. an events fd number that is not open for it.
 pub fn consumed_variables() -> impl Iterator<Item = &'static str> {
-    crate::cli::env_vars().chain([crate::sentinel::VARIABLE])
+    crate::cli::env_vars()
 }
 
 /// Removes the variables of [`consumed_variables`] from the environment the provider inherits.

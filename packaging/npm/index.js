@@ -124,6 +124,7 @@ export const OPTIONS = Object.freeze([
 /** guardian options the driver does not take as camelCase options, and why (pass them in guardianArgs). */
 export const NOT_PASSED = Object.freeze({
   'events-fd': 'the driver sets it: the events reach it on fd 3',
+  'no-sentinel': 'the driver relies on the sentinel (a SIGKILL of the guardian it started still tears the tree down); pass it in guardianArgs to give that up',
   'events-file': 'the driver reads events on fd 3, which the events fd option gives it; a file is for hosts that cannot pass an fd',
   'memory-max': 'a cgroup limit: pass it in guardianArgs',
   'pids-max': 'a cgroup limit: pass it in guardianArgs',

@@ -30,9 +30,10 @@ use probes::{ChildProbes, ParentWatch, Probe};
 use report::Report;
 
 /// Runs every check; prints the report; returns the exit status.
-pub fn run(json_out: bool, request: Option<&OsString>) -> i32 {
+/// `no_sentinel`: `--no-sentinel` / `GUARDIAN_NO_SENTINEL`, as guardian would start with it.
+pub fn run(json_out: bool, request: Option<&OsString>, no_sentinel: bool) -> i32 {
     let request = request.map(OsString::as_os_str);
-    let report = judge(request, Facts::gather(request));
+    let report = judge(request, Facts::gather(request), no_sentinel);
     // A reader that went away (`guardian doctor | head -1`) is not doctor's failure: the
     // status still says what it found (println! would panic on EPIPE).
     let text = if json_out { format!("{}\n", report.json()) } else { report.human() };
@@ -91,12 +92,12 @@ impl Problem {
 }
 
 /// The verdict: the mode guardian would run in, the problems and the notes.
-fn judge(request: Option<&OsStr>, facts: Facts) -> Report<'_> {
+fn judge(request: Option<&OsStr>, facts: Facts, no_sentinel: bool) -> Report<'_> {
     let mut problems = Vec::new();
     let mut notes: Vec<String> = Vec::new();
     let mode = mode_for(request, facts.me, &facts.cgroup, &mut problems);
     judge_interfaces(&facts, &mut problems, &mut notes);
-    judge_sentinel(facts.me, &mut problems, &mut notes);
+    judge_sentinel(facts.me, no_sentinel, &mut problems, &mut notes);
     let mode = startup_checks(&facts, mode, &mut problems, &mut notes);
     judge_proc(&facts, &mut problems, &mut notes);
     judge_cgroup(&facts.cgroup, mode, request, &mut problems, &mut notes);
@@ -106,19 +107,18 @@ fn judge(request: Option<&OsStr>, facts: Facts) -> Report<'_> {
 /// The sentinel (issue 24): whether a SIGKILL of the process the host starts still tears the
 /// tree down. Off by choice is a problem (that SIGKILL would leave the tree running); off
 /// because guardian would be PID 1 or its parent is outside its namespace is a note.
-fn judge_sentinel(me: i32, problems: &mut Vec<Problem>, notes: &mut Vec<String>) {
-    let setting = std::env::var_os(crate::sentinel::VARIABLE);
-    match crate::sentinel::off_reason(me, setting.as_deref()) {
-        Ok(None) => notes.push(
+fn judge_sentinel(me: i32, turned_off: bool, problems: &mut Vec<Problem>, notes: &mut Vec<String>) {
+    let fix = "drop --no-sentinel (and unset GUARDIAN_NO_SENTINEL)";
+    match crate::sentinel::off_reason(me, turned_off) {
+        None => notes.push(
             "sentinel: on; the process the host starts stays as a small parent of guardian, so its SIGKILL (kill_on_drop, Popen.kill(), kill -9) still tears the tree down".into(),
         ),
-        Ok(Some(why)) if setting.is_some() => problems.push(Problem::new(
+        Some(why) if turned_off => problems.push(Problem::new(
             "sentinel",
             format!("no sentinel process: {why}; a SIGKILL of guardian's process would leave the tree running"),
-            "unset GUARDIAN_SENTINEL (or set it to 1)",
+            fix,
         )),
-        Ok(Some(why)) => notes.push(format!("sentinel: off, {why}")),
-        Err(message) => problems.push(Problem::new("sentinel", message, "unset GUARDIAN_SENTINEL (or set it to 1)")),
+        Some(why) => notes.push(format!("sentinel: off, {why}")),
     }
 }
 

@@ -51,7 +51,7 @@ fn start(ctx: &Ctx, cg: Option<&Path>, args: &[&str]) -> Guardian {
     start_with(ctx, cg, args, true)
 }
 
-/// As [`start`], without the sentinel (`GUARDIAN_SENTINEL=0`): for the tests of what a
+/// As [`start`], without the sentinel (`--no-sentinel` (`GUARDIAN_NO_SENTINEL=1`)): for the tests of what a
 /// SIGKILLed guardian leaves in its leaf for `sweep` (with the sentinel, a SIGKILL of the
 /// host's child is an ordinary parent death, and one of guardian itself is cleaned by it).
 fn start_without_sentinel(ctx: &Ctx, cg: Option<&Path>, args: &[&str]) -> Guardian {
@@ -63,7 +63,7 @@ fn start_with(ctx: &Ctx, cg: Option<&Path>, args: &[&str], sentinel: bool) -> Gu
     let (opts, cmd) = args.split_at(split);
     let mut b = ctx.guardian().privileged().args(opts).command(cmd.iter().skip(1));
     if !sentinel {
-        b = b.env("GUARDIAN_SENTINEL", "0");
+        b = b.env("GUARDIAN_NO_SENTINEL", "1");
     }
     match cg {
         Some(cg) => b.wrapper(in_cgroup_as_nobody(cg)),

@@ -221,20 +221,23 @@ fn sigkill_of_guardian_itself_is_cleaned_by_the_sentinel() {
     ctx.assert_nothing_left();
 }
 
-/// `GUARDIAN_SENTINEL=0`: no extra process (the provider's parent is the host's child), and
-/// a bad value is a usage error.
+/// `--no-sentinel` (`GUARDIAN_NO_SENTINEL=1`): no extra process (the provider's parent is the
+/// host's child), and a bad value is a usage error naming the variable.
 #[test]
 fn sentinel_can_be_turned_off() {
     let ctx = Ctx::new("sentinel-off");
-    let mut g = ctx.guardian().env("GUARDIAN_SENTINEL", "0").command(ctx.sh("echo $PPID > ppid")).spawn();
+    let mut g = ctx.guardian().env("GUARDIAN_NO_SENTINEL", "1").command(ctx.sh("echo $PPID > ppid")).spawn();
     assert_eq!(g.wait_code(), 0);
     assert_eq!(ctx.wait_pid_file("ppid"), g.pid());
+    let mut g = ctx.guardian().arg("--no-sentinel").command(ctx.sh("echo $PPID > ppid1")).spawn();
+    assert_eq!(g.wait_code(), 0);
+    assert_eq!(ctx.wait_pid_file("ppid1"), g.pid());
     let mut g = ctx.guardian().command(ctx.sh("echo $PPID > ppid2")).spawn();
     assert_eq!(g.wait_code(), 0);
     assert_ne!(ctx.wait_pid_file("ppid2"), g.pid(), "by default guardian runs behind a sentinel");
-    let mut bad = ctx.guardian().env("GUARDIAN_SENTINEL", "maybe").command(ctx.sh("touch ran")).spawn();
+    let mut bad = ctx.guardian().env("GUARDIAN_NO_SENTINEL", "maybe").command(ctx.sh("touch ran")).spawn();
     assert_eq!(bad.wait_code(), 125);
-    assert!(bad.stderr().contains("GUARDIAN_SENTINEL"), "{}", bad.stderr());
+    assert!(bad.stderr().contains("GUARDIAN_NO_SENTINEL"), "{}", bad.stderr());
     assert!(!ctx.path("ran").exists());
 }
 
@@ -271,31 +274,31 @@ fn doctor_reports_the_sentinel() {
         let mut c = Command::new(guardian_bin());
         c.args(["doctor", "--json"]);
         match env {
-            Some(v) => c.env("GUARDIAN_SENTINEL", v),
-            None => c.env_remove("GUARDIAN_SENTINEL"),
+            Some(v) => c.env("GUARDIAN_NO_SENTINEL", v),
+            None => c.env_remove("GUARDIAN_NO_SENTINEL"),
         };
         let out = c.output().expect("run doctor");
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("doctor --json");
-        (out.status.code(), v.to_string())
+        // A usage error (125) prints no report.
+        let v = serde_json::from_slice::<serde_json::Value>(&out.stdout).map(|v| v.to_string());
+        (out.status.code(), v.unwrap_or_default())
     };
     let (_, on) = doctor(None);
     assert!(on.contains("sentinel: on"), "{on}");
-    let (code, off) = doctor(Some("0"));
+    let (code, off) = doctor(Some("1"));
     assert_eq!(code, Some(1), "turned off, guardian would run degraded: {off}");
-    assert!(off.contains("GUARDIAN_SENTINEL=0"), "{off}");
-    let (code, bad) = doctor(Some("maybe"));
-    assert_eq!(code, Some(1), "{bad}");
-    assert!(bad.contains("GUARDIAN_SENTINEL=\\\"maybe\\\""), "{bad}");
+    assert!(off.contains("--no-sentinel, GUARDIAN_NO_SENTINEL"), "{off}");
+    let (code, _) = doctor(Some("maybe"));
+    assert_eq!(code, Some(125), "a bad value is a usage error, as for every variable");
 }
 
-/// `GUARDIAN_SENTINEL` configures this guardian only: the provider does not inherit it.
+/// `GUARDIAN_NO_SENTINEL` configures this guardian only: the provider does not inherit it.
 #[test]
 fn the_setting_is_not_passed_on_to_the_provider() {
     let ctx = Ctx::new("sentinel-env");
     let mut g = ctx
         .guardian()
-        .env("GUARDIAN_SENTINEL", "1")
-        .command(ctx.sh("echo \"[${GUARDIAN_SENTINEL-unset}]\" > seen"))
+        .env("GUARDIAN_NO_SENTINEL", "0")
+        .command(ctx.sh("echo \"[${GUARDIAN_NO_SENTINEL-unset}]\" > seen"))
         .spawn();
     assert_eq!(g.wait_code(), 0);
     assert_eq!(ctx.read_line_file("seen").as_deref(), Some("[unset]"));

@@ -204,6 +204,11 @@ options! {
         long: "no-parent-watch", env: Some("GUARDIAN_NO_PARENT_WATCH"),
         help: "Do not tear the tree down when guardian's parent process dies",
     }
+    NoSentinel {
+        long: "no-sentinel", env: Some("GUARDIAN_NO_SENTINEL"),
+        help: "Run as one process: no sentinel parent, so a SIGKILL of the process the host started \
+               leaves the tree running (see the contract's sentinel section; doctor reports it)",
+    }
     Cgroup {
         long: "cgroup", env: Some("GUARDIAN_CGROUP"), kind: Kind::Path, value_name: Some("auto|PATH"),
         help: "Start the provider in a fresh leaf cgroup: `auto` (guardian's own cgroup, if delegated to \

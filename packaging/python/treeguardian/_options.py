@@ -31,6 +31,7 @@ OPTIONS: Dict[str, Option] = {
     "timeout": Option("--timeout", "GUARDIAN_TIMEOUT", "duration"),
     "wait_descendants": Option("--wait-descendants", "GUARDIAN_WAIT_DESCENDANTS", "flag"),
     "no_parent_watch": Option("--no-parent-watch", "GUARDIAN_NO_PARENT_WATCH", "flag"),
+    "no_sentinel": Option("--no-sentinel", "GUARDIAN_NO_SENTINEL", "flag"),
     "cgroup": Option("--cgroup", "GUARDIAN_CGROUP", "str"),
     "memory_max": Option("--memory-max", "GUARDIAN_MEMORY_MAX", "str"),
     "pids_max": Option("--pids-max", "GUARDIAN_PIDS_MAX", "int"),

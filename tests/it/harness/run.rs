@@ -350,7 +350,7 @@ impl Guardian {
     }
 
     /// guardian's own process: behind the sentinel (issue 24) the host's child forks it, with
-    /// the same command line; without one (`GUARDIAN_SENTINEL=0`, PID 1) it is [`Self::pid`].
+    /// the same command line; without one (`--no-sentinel` (`GUARDIAN_NO_SENTINEL=1`), PID 1) it is [`Self::pid`].
     /// Waits for the `spawned` event, which comes after the fork.
     pub fn inner_pid(&self) -> i32 {
         self.wait_event_named("spawned");
