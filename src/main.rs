@@ -274,12 +274,15 @@ fn setup_and_supervise(cli: cli::Cli) -> Result<i32, Failure> {
         watch_parent: !cli.no_parent_watch,
         events_fd: events.raw_fd(),
     };
-    sentinel::split(plan, move |split| -> std::convert::Infallible {
-        finish(match split {
-            Ok(me) => supervise(cli, me, setup, events),
-            Err(failure) => Err(start_failed(events, failure)),
-        })
-    })
+    sentinel::split(
+        plan,
+        Box::new(move |split| -> std::convert::Infallible {
+            finish(match split {
+                Ok(me) => supervise(cli, me, setup, events),
+                Err(failure) => Err(start_failed(events, failure)),
+            })
+        }),
+    )
 }
 
 /// A start-up failure becomes an `error` event (the events are flushed and closed).

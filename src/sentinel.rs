@@ -92,10 +92,14 @@ pub struct Plan {
     pub events_fd: Option<RawFd>,
 }
 
+/// The rest of guardian, given its pid (or the failure to report). Boxed: what it owns
+/// stays on the heap, so neither the sentinel's frames nor guardian's new stack carry it.
+pub type Guardian = Box<dyn FnOnce(Result<i32, Failure>) -> Infallible>;
+
 /// Splits the process the host started into sentinel and guardian, unless [`off_reason`]
 /// says not to, and runs `guardian` with guardian's pid in guardian (or with the failure to
 /// report); the sentinel runs its loop here and never returns.
-pub fn split<F: FnOnce(Result<i32, Failure>) -> Infallible>(plan: Plan, guardian: F) -> ! {
+pub fn split(plan: Plan, guardian: Guardian) -> ! {
     let setting = std::env::var_os(VARIABLE);
     match off_reason(plan.me, setting.as_deref()) {
         Err(e) => match guardian(Err(Failure::guardian(e))) {},
@@ -119,7 +123,7 @@ pub fn split<F: FnOnce(Result<i32, Failure>) -> Infallible>(plan: Plan, guardian
     };
     let main_stack = sys::main_stack();
     let own = sigfd.as_raw_fd();
-    match sys::clone_vm((guardian, job, own), guardian_main::<F>) {
+    match sys::clone_vm((guardian, job, own), guardian_main) {
         Err((e, (guardian, _, _))) => {
             drop(sigfd);
             match guardian(Err(Failure::guardian(format!("clone(CLONE_VM) of guardian failed: {e}")))) {}
@@ -130,7 +134,7 @@ pub fn split<F: FnOnce(Result<i32, Failure>) -> Infallible>(plan: Plan, guardian
 
 /// guardian's side of the clone, on its own stack: out of the host's process group, then
 /// the rest of guardian.
-fn guardian_main<F: FnOnce(Result<i32, Failure>) -> Infallible>((guardian, job, sentinel_sigfd): (F, i32, RawFd)) -> ! {
+fn guardian_main((guardian, job, sentinel_sigfd): (Guardian, i32, RawFd)) -> ! {
     let me = std::process::id() as i32;
     // The sentinel's duplicate of the signalfd is the sentinel's; this fd table's copy goes.
     Raw::close(sentinel_sigfd);
