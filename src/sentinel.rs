@@ -221,17 +221,21 @@ impl Sentinel {
         }
         Raw::close(plan.sigfd);
         let parent = if plan.watch_parent { ParentWatch::new(host) } else { ParentWatch::None };
-        // The stack pages start-up dirtied below this frame go back, as in guardian.
-        sys::release_dead_stack(main_stack);
-        self.run(parent)
+        self.run(parent, main_stack)
     }
 
     /// Forward signals, mirror job-control stops, watch the parent, and end as guardian ends.
-    fn run(self, parent: ParentWatch) -> ! {
+    fn run(self, parent: ParentWatch, main_stack: sys::MainStack) -> ! {
         use rustix::event::{PollFd, PollFlags, poll};
         let timeout = matches!(parent, ParentWatch::Poll(_))
             .then_some(rustix::event::Timespec { tv_sec: 0, tv_nsec: 250_000_000 });
         loop {
+            // The stack pages below this frame go back before each wait, as in guardian: the
+            // ones start-up dirtied, and any the previous round's calls did (where the page
+            // boundary falls depends on the stack's random start, so a deeper call can
+            // otherwise keep one more page resident for the sentinel's whole life). A round
+            // is a signal or guardian's change, rare.
+            sys::release_dead_stack(main_stack);
             let parent_ready = match &parent {
                 ParentWatch::Pidfd(fd) => {
                     let mut fds = [PollFd::new(&self.sigfd, PollFlags::IN), PollFd::new(fd, PollFlags::IN)];
