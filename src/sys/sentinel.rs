@@ -16,7 +16,8 @@
 //!   SIGKILLed there. The sentinel allocates nothing and writes nothing through stdio, also
 //!   after guardian ended (the heap may have been left half-updated).
 //! * **statics.** The sentinel writes none; guardian's (`crate::sentinel`'s pid and group,
-//!   the log level) are written by guardian only.
+//!   the log level, the panic hook) are written by guardian only. The panic hook is global,
+//!   so the sentinel's code has no panicking path (fixed-size buffers, checked indexing).
 //! * **stack frames.** guardian runs on the stack [`clone_vm`] maps; everything it owns was
 //!   moved there before the clone, so it reads nothing from the sentinel's stack, and the
 //!   sentinel never touches guardian's.
