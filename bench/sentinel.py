@@ -3,7 +3,9 @@
 instances and start-up overhead of `WRAPPER -- /bin/true`, for guardian with and without its
 sentinel, catatonit, and a user + PID namespace (the other mechanism's kernel side).
 
-usage: python3 bench/sentinel.py [GUARDIAN] [RUNS]   (root: the memory figures read pagemap)"""
+usage: python3 bench/sentinel.py [GUARDIAN] [RUNS] [OTHER]   (root: the memory figures read
+pagemap; OTHER, another guardian build, e.g. the one before a change, is measured alongside,
+its start-up interleaved with the rest)"""
 
 import os
 import statistics
@@ -16,6 +18,7 @@ from guardian_bench.procs import family_private_kb, wrapper_family  # noqa: E402
 
 G = sys.argv[1] if len(sys.argv) > 1 else "target/dist/guardian"
 RUNS = int(sys.argv[2]) if len(sys.argv) > 2 else 200
+OTHER = sys.argv[3] if len(sys.argv) > 3 else None
 
 
 def env(sentinel):
@@ -48,6 +51,10 @@ def startup():
         "unshare -Urpf --kill-child guardian": (["/usr/bin/unshare", "-Urpf", "--kill-child", G, "--", "/bin/true"], None),
         "unshare -Urpf --kill-child true": (["/usr/bin/unshare", "-Urpf", "--kill-child", "/bin/true"], None),
     }
+    if OTHER:
+        cmds[f"{OTHER}, sentinel on"] = ([OTHER, "--", "/bin/true"], None)
+    if os.path.exists("/usr/bin/catatonit"):
+        cmds["catatonit"] = (["/usr/bin/catatonit", "--", "/bin/true"], None)
     res = {k: [] for k in cmds}
     for _ in range(RUNS):
         for k, (argv, s) in cmds.items():
@@ -61,7 +68,7 @@ def startup():
 
 
 for name, argv0, s in [("guardian, sentinel on", G, None), ("guardian, GUARDIAN_NO_SENTINEL=1", G, "1"),
-                       ("catatonit", "/usr/bin/catatonit", None)]:
+                       ("catatonit", "/usr/bin/catatonit", None)] + ([(f"{OTHER}, sentinel on", OTHER, None)] if OTHER else []):
     if os.path.exists(argv0):
         n, kb = memory(argv0, s)
         print(f"| {name} | {n} process(es) | private {kb:.1f} kB |")

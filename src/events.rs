@@ -112,6 +112,11 @@ impl Events {
         }
     }
 
+    /// The fd's number, for the sentinel, which closes its fd table's copy.
+    pub fn raw_fd(&self) -> Option<RawFd> {
+        self.out.as_ref().map(|out| std::os::fd::AsRawFd::as_raw_fd(&out.fd()))
+    }
+
     /// The fd to poll for POLLOUT while lines are waiting.
     pub fn pending_fd(&self) -> Option<BorrowedFd<'_>> {
         match &self.out {

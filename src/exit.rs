@@ -20,7 +20,7 @@
 //! stopped unit as a failure). Core dumps are off for that death. PID 1 exits 128+N (the
 //! kernel ignores a signal PID 1 has no handler for). Should the signal not end guardian,
 //! it logs why and exits 128+N. The `released` event's `status` stays 128+N; a timeout stays
-//! 124. [`end_like`] ends any process exactly as a child of it ended.
+//! 124.
 
 use std::sync::atomic::{AtomicI32, Ordering};
 
@@ -81,21 +81,6 @@ pub fn ending(status: i32, provider_signal: i32, pid1: bool) -> Ending {
 pub fn end(status: i32) -> ! {
     let pid1 = std::process::id() == 1;
     finish(ending(status, PROVIDER_SIGNAL.load(Ordering::Relaxed), pid1))
-}
-
-/// Ends the calling process exactly as a child of it ended (`status` from `waitpid`): the
-/// same exit code, or death by the same signal (core dumps off; as PID 1, or when the signal
-/// does not end it, exit 128+N). For a process that stands in for its child, such as a
-/// watcher between guardian and its caller (the sentinel).
-pub fn end_like(status: WaitStatus) -> ! {
-    let pid1 = std::process::id() == 1;
-    let end = match (status.exit_code(), status.signal()) {
-        (Some(c), _) => Ending::Exit(c),
-        (None, Some(s)) if !pid1 => Ending::Signal(s),
-        (None, Some(s)) => Ending::Exit(SIGNAL_BASE + s),
-        (None, None) => Ending::Exit(GUARDIAN),
-    };
-    finish(end)
 }
 
 fn finish(end: Ending) -> ! {

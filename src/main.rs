@@ -65,7 +65,12 @@ const BLIND_REFUSAL: &str = "/proc is missing or belongs to another PID namespac
 /// the entry point (`sys/start.rs`) with argv.
 #[cfg_attr(test, allow(dead_code))]
 fn run_main(args: impl Iterator<Item = &'static OsStr>) -> ! {
-    let code = match run(args) {
+    finish(run(args))
+}
+
+/// Ends guardian with `result`'s status, after printing a failure's message.
+fn finish(result: Result<i32, Failure>) -> ! {
+    let code = match result {
         Ok(code) => code,
         Err(Failure { status, message }) => {
             fatal!("{message}");
@@ -120,25 +125,10 @@ struct Started {
     pidfds: bool,
 }
 
-/// Setup steps 2 to 9, up to and including the provider's start; on failure nothing it
-/// started is left running, and the caller reports the failure as an `error` event.
-fn start(cli: &cli::Cli, me: &mut i32, events: &mut Events) -> Result<Started, Failure> {
-    // 2. Signals: remember what the caller gave us, block every catchable signal and read
-    //    them from a signalfd (`signal_step::setup`).
-    let setup = signal_step::setup(cli.stop_signal).map_err(Failure::guardian)?;
-    if setup.stop_signal_ignored {
-        debug!(
-            "the stop signal {} was ignored; the provider gets it at its default action",
-            signals::name(cli.stop_signal.get())
-        );
-    }
-    test_hooks::fault_after_signal_setup();
-
-    // 2b. The sentinel (`sentinel`): unless guardian is PID 1 (or it is turned off), the
-    //     process the host started stays behind as a small parent and guardian goes on in a
-    //     child, so that a SIGKILL of the host's process is a parent death guardian sees.
-    *me = sentinel::split(*me, &setup, !cli.no_parent_watch, cli.no_sentinel, events)?;
-    let me = *me;
+/// Setup steps 3 to 9, up to and including the provider's start (steps 2 and 2b are
+/// [`setup_and_supervise`]'s); on failure nothing it started is left running, and the caller
+/// reports the failure as an `error` event.
+fn start(cli: &cli::Cli, me: i32, setup: signal_step::Setup, events: &mut Events) -> Result<Started, Failure> {
     let signal_step::Setup { sigfd, original_mask, sigchld_ignored, .. } = setup;
 
     // 3. Subreaper before the provider exists, so every orphan of its tree comes to us.
@@ -239,14 +229,15 @@ fn start(cli: &cli::Cli, me: &mut i32, events: &mut Events) -> Result<Started, F
     Ok(Started { sigfd, parent, discovery, proc, leaf, spawned, tty, take_terminal, pidfds })
 }
 
+/// Steps 0 to 2b; guardian goes on in [`supervise`] and ends through [`finish`].
 fn setup_and_supervise(cli: cli::Cli) -> Result<i32, Failure> {
     if sys::is_setid() {
         return Err(Failure::guardian(
             "refusing to run setuid/setgid (real and effective ids differ); install guardian without the set-id bit",
         ));
     }
-    // guardian's pid: the sentinel's split (start-up step 2b) makes it a child's.
-    let mut me = std::process::id() as i32;
+    // The started process's pid (the sentinel's split, step 2b, gives guardian another).
+    let me = std::process::id() as i32;
 
     // 0. Not dumpable: /proc/<guardian>/fd and ptrace are closed to a same-uid provider, which
     //    could otherwise reopen the events pipe through /proc and forge events. The provider's
@@ -256,7 +247,7 @@ fn setup_and_supervise(cli: cli::Cli) -> Result<i32, Failure> {
     // 1. Events fd: taken over before guardian opens any fd of its own (a signalfd could
     //    otherwise reuse a closed number the caller named), and before the provider could
     //    inherit it.
-    let (mut events, events_note) = match (cli.events_fd, &cli.events_file) {
+    let (events, events_note) = match (cli.events_fd, &cli.events_file) {
         (Some(n), _) => Events::open(n).map_err(Failure::guardian)?,
         (None, Some(path)) => (events::open_file(Path::new(path)).map_err(Failure::guardian)?, None),
         (None, None) => (Events::disabled(), None),
@@ -271,14 +262,57 @@ fn setup_and_supervise(cli: cli::Cli) -> Result<i32, Failure> {
         debug!("{note}");
     }
 
+    // 2. Signals: remember what the caller gave us, block every catchable signal and read
+    //    them from a signalfd (`signal_step::setup`).
+    let setup = match signal_step::setup(cli.stop_signal) {
+        Ok(setup) => setup,
+        Err(e) => return Err(start_failed(events, Failure::guardian(e))),
+    };
+    if setup.stop_signal_ignored {
+        debug!(
+            "the stop signal {} was ignored; the provider gets it at its default action",
+            signals::name(cli.stop_signal.get())
+        );
+    }
+    test_hooks::fault_after_signal_setup();
+
+    // 2b. The sentinel (`sentinel`): unless guardian is PID 1 (or it is turned off), the
+    //     process the host started stays behind as a small parent and guardian goes on in a
+    //     new process sharing its memory, so that a SIGKILL of the host's process is a parent
+    //     death guardian sees. Everything guardian owns moves into it; the sentinel keeps
+    //     plain values. The rest of guardian (and its exit) happens in that closure.
+    let plan = sentinel::Plan {
+        me,
+        sigfd: setup.sigfd.as_raw_fd(),
+        watch_parent: !cli.no_parent_watch,
+        events_fd: events.raw_fd(),
+        turned_off: cli.no_sentinel,
+    };
+    sentinel::split(
+        plan,
+        Box::new(move |split| -> std::convert::Infallible {
+            finish(match split {
+                Ok(me) => supervise(cli, me, setup, events),
+                Err(failure) => Err(start_failed(events, failure)),
+            })
+        }),
+    )
+}
+
+/// A start-up failure becomes an `error` event (the events are flushed and closed).
+fn start_failed(mut events: Events, failure: Failure) -> Failure {
+    events.emit(Event::Error { status: failure.status, message: failure.message.clone(), abandoned: None });
+    events.close(std::time::Duration::from_secs(1));
+    failure
+}
+
+/// Setup steps 3 to 9 and the supervise loop, in guardian proper (behind the sentinel, on
+/// the stack `sys::clone_vm` gave it).
+fn supervise(cli: cli::Cli, me: i32, setup: signal_step::Setup, mut events: Events) -> Result<i32, Failure> {
     let Started { sigfd, parent, discovery, proc, leaf, spawned, tty, take_terminal, pidfds } =
-        match start(&cli, &mut me, &mut events) {
+        match start(&cli, me, setup, &mut events) {
             Ok(started) => started,
-            Err(failure) => {
-                events.emit(Event::Error { status: failure.status, message: failure.message.clone(), abandoned: None });
-                events.close(std::time::Duration::from_secs(1));
-                return Err(failure);
-            }
+            Err(failure) => return Err(start_failed(events, failure)),
         };
     let mode = match (&leaf, me == 1) {
         (Some(_), _) => "cgroup",

@@ -293,18 +293,33 @@ def wrapper_family(pid):
     return family
 
 
+def distinct_mm(pids):
+    """One pid per address space: processes started with clone(CLONE_VM) (guardian behind
+    its sentinel) share one mm, whose pages the kernel counts as mapped once, so each mm is
+    read once. kcmp(KCMP_VM) tells; where it is refused every pid counts as its own."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    nr = {"x86_64": 312, "aarch64": 272}.get(os.uname().machine)
+    out = []
+    for pid in pids:
+        if nr is None or not any(libc.syscall(nr, pid, o, 1, 0, 0) == 0 for o in out):
+            out.append(pid)
+    return out
+
+
 def family_private_kb(pids):
     """kB of the pages mapped by these processes and by nobody else (the family's USS: a
     page copy-on-write shared by a sentinel and its guardian counts once, which the sum of
-    their USS misses): /proc/PID/pagemap for the frames, /proc/kpagecount for their map
-    counts. None when the frames cannot be read (not root)."""
+    their USS misses, and an address space two of them share, clone(CLONE_VM), is read once):
+    /proc/PID/pagemap for the frames, /proc/kpagecount for their map counts. None when the
+    frames cannot be read (not root)."""
     seen = {}
     try:
         kpc = open("/proc/kpagecount", "rb")
     except OSError:
         return None
     with kpc:
-        for pid in pids:
+        for pid in distinct_mm(pids):
             try:
                 maps = open(f"/proc/{pid}/maps").read().splitlines()
                 pm = open(f"/proc/{pid}/pagemap", "rb")

@@ -19,9 +19,18 @@ pub fn release_startup_memory() {
         libc::malloc_trim(0);
     }
     let sp = stack_pointer();
-    // SAFETY: getauxval reads the auxiliary vector the kernel passed at exec.
-    let execfn = unsafe { libc::getauxval(libc::AT_EXECFN) } as usize;
-    let Some((lo, end)) = startup_stack_range(execfn, stack_limit(), sp) else { return };
+    let range = match super::sentinel::guardian_stack() {
+        // guardian behind a sentinel runs on the stack sys::sentinel mapped for it.
+        Some((lo, top)) if (lo..top).contains(&sp) => {
+            let end = sp.saturating_sub(MARGIN) & !(4096 - 1);
+            (end > lo).then_some((lo, end))
+        }
+        _ => {
+            let main = main_stack();
+            startup_stack_range(main.execfn, main.limit, sp)
+        }
+    };
+    let Some((lo, end)) = range else { return };
     // SAFETY: [lo, end) lies inside this thread's stack mapping (see above), at least MARGIN
     // below the stack pointer: it holds only dead frames (guardian installs no signal handlers that could
     // run there), and MADV_DONTNEED makes those pages read back as zeroes when a deeper call
@@ -29,6 +38,34 @@ pub fn release_startup_memory() {
     unsafe {
         libc::madvise(lo as *mut libc::c_void, end - lo, libc::MADV_DONTNEED);
     }
+}
+
+/// Where the main thread's stack is, read before the sentinel shares guardian's memory
+/// (`getauxval` and `getrlimit` are C-library calls).
+#[derive(Clone, Copy)]
+pub struct MainStack {
+    execfn: usize,
+    limit: Option<u64>,
+}
+
+pub fn main_stack() -> MainStack {
+    // SAFETY: getauxval reads the auxiliary vector the kernel passed at exec.
+    let execfn = unsafe { libc::getauxval(libc::AT_EXECFN) } as usize;
+    MainStack { execfn, limit: stack_limit() }
+}
+
+/// The sentinel's [`release_startup_memory`]: its own stack below the current frame (what
+/// start-up used before the clone; guardian's frames are on a stack of their own), handed
+/// back with a raw `madvise` (no C library, see `sys::sentinel`). No heap trim: the heap is
+/// guardian's.
+#[inline(never)]
+pub fn release_dead_stack(main: MainStack) {
+    let sp = stack_pointer();
+    let Some((lo, end)) = startup_stack_range(main.execfn, main.limit, sp) else { return };
+    // SAFETY: as in release_startup_memory: [lo, end) is inside the main thread's stack
+    // mapping, MARGIN below the sentinel's stack pointer, and holds only dead frames (of
+    // start-up, before the clone; guardian reads nothing there, it runs on its own stack).
+    unsafe { super::sentinel::Raw::discard(lo, end - lo) }
 }
 
 /// The stack pointer itself (the address of a local would lie somewhere above it, in this

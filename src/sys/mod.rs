@@ -14,7 +14,8 @@
 //! * `fd`: fds inherited from the caller, and writes that never block.
 //! * `memory`: handing start-up's heap and stack pages back.
 //! * `start`: the entry point (the C `main`, defined where `main.rs` invokes `entry_point!`).
-//! * `sentinel`: `fork` into Rust code, `sigqueue`, and dying of a child's signal.
+//! * `sentinel`: `clone(CLONE_VM)` of guardian onto a stack of its own, and the raw system
+//!   calls the sentinel makes while it shares guardian's memory.
 //!
 //! Every wrapper returns `io::Result` with the kernel's errno; callers name the syscall in
 //! their messages. Every block of `unsafe` carries a `// SAFETY:` note, and every `unsafe fn`
@@ -37,7 +38,7 @@ use std::time::Duration;
 #[cfg_attr(test, allow(unused_imports))]
 pub use fd::note_reopened_std_fd;
 pub use fd::{send_nonblocking, take_inherited_fd, write_nowait};
-pub use memory::release_startup_memory;
+pub use memory::{MainStack, main_stack, release_dead_stack, release_startup_memory};
 pub use pidfd::{PIDFD_SIGNAL_PROCESS_GROUP, kill, pidfd_get_pid, pidfd_open, pidfd_send_signal};
 #[cfg(test)]
 pub use process::set_env_in_test_child;
@@ -45,7 +46,7 @@ pub use process::{
     CLONE_NEWCGROUP, Child, ExecPlan, Start, set_pdeathsig, spawn_child, spawn_parked_child, unset_env,
     vars_with_prefix,
 };
-pub use sentinel::{Forked, fork, queue_signal};
+pub use sentinel::{Raw, clone_vm, dup_cloexec};
 pub use signal::{
     Disposition, SigInfo, SigSet, die_of_signal, disposition, is_ignored, read_signalfd, set_default_disposition,
     set_sigmask, signalfd, stop_own_group,

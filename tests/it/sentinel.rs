@@ -303,3 +303,26 @@ fn the_setting_is_not_passed_on_to_the_provider() {
     assert_eq!(g.wait_code(), 0);
     assert_eq!(ctx.read_line_file("seen").as_deref(), Some("[unset]"));
 }
+
+/// The sentinel and guardian share one address space (`clone(CLONE_VM)`): no page is
+/// duplicated copy-on-write, which is what keeps the pair at one process's memory
+/// (`bench/profile.md`). `kcmp(KCMP_VM)` answers 0 for two processes with the same mm.
+#[test]
+fn guardian_shares_the_sentinels_address_space() {
+    need_root!("compare two non-dumpable processes' address spaces with kcmp");
+    let ctx = Ctx::new("sentinel-vm");
+    let mut g = ctx.guardian().script(&ctx.sleep()).spawn();
+    let inner = g.inner_pid();
+    assert_ne!(inner, g.pid(), "guardian runs behind a sentinel");
+    const KCMP_VM: libc::c_long = 1;
+    // SAFETY: kcmp takes integers only.
+    let same = unsafe { libc::syscall(libc::SYS_kcmp, g.pid(), inner, KCMP_VM, 0, 0) };
+    let err = std::io::Error::last_os_error();
+    g.signal(libc::SIGTERM);
+    g.wait();
+    if same == -1 && err.raw_os_error() == Some(libc::ENOSYS) {
+        skip!("kcmp is not built into this kernel (CONFIG_KCMP)");
+    }
+    assert_eq!(same, 0, "kcmp(KCMP_VM) of sentinel {} and guardian {inner}: {same} ({err})", g.pid());
+    ctx.assert_nothing_left();
+}
