@@ -3,10 +3,9 @@ current 2.x and under 1.30.0) through ``treeguardian.mcp.guarded``: nothing may 
 case. Every server and helper carries the test's nonce (argv, or the environment for the
 PyPI servers), found by scanning /proc.
 
-Cases where the SDK SIGKILLs guardian itself (mcp 1.x: anyio's ``Process.aclose()`` on
-cancellation) need guardian to survive its own SIGKILL, which is issue 24 (the ``sentinel``
-helper's work, merged later): they are marked ``xfail`` naming issue 24 on this branch and
-must pass once it is merged (``strict``: an unexpected pass fails, so they get enabled)."""
+Cases where the SDK SIGKILLs the process it started (mcp 1.x: anyio's ``Process.aclose()`` on
+cancellation) rely on guardian's sentinel (issue 24): the SIGKILL ends only the sentinel, and
+guardian, seeing its parent die, tears the tree down as for any other parent death."""
 
 from __future__ import annotations
 
@@ -20,7 +19,6 @@ from pathlib import Path
 from typing import Any, List
 
 import anyio
-import mcp
 import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
@@ -32,27 +30,6 @@ from conftest import Tag, wait_for
 
 HERE = Path(__file__).resolve().parent
 SERVER = str(HERE / "servers/helper_server.py")
-MCP_MAJOR = int(mcp.__version__.split(".")[0]) if hasattr(mcp, "__version__") else 0
-try:
-    from importlib.metadata import version
-
-    MCP_MAJOR = int(version("mcp").split(".")[0])
-except Exception:
-    pass
-
-ISSUE_24 = pytest.mark.xfail(
-    MCP_MAJOR < 2,
-    reason="issue 24: mcp 1.x SIGKILLs guardian itself on cancellation (anyio Process.aclose); "
-    "guardian's tree survives that only with the sentinel (issue 24, merged later)",
-    strict=True,
-)
-# The second cancel lands while 1.x waits for guardian (stdin closed), so it SIGKILLs guardian
-# only when it comes before guardian's release: a race, so not strict.
-ISSUE_24_RACE = pytest.mark.xfail(
-    MCP_MAJOR < 2,
-    reason="issue 24: mcp 1.x SIGKILLs guardian itself when a second cancel lands during its wait",
-    strict=False,
-)
 
 
 def helper_params(tag: Tag, mode: str = "child") -> StdioServerParameters:
@@ -151,7 +128,6 @@ async def _cancel_after_ready(tag: Tag, params: StdioServerParameters, how: str)
     print(f"{how} cancel: host finished in {(time.monotonic() - start) * 1000:.0f} ms")
 
 
-@ISSUE_24
 def test_anyio_cancel_scope_leaves_nothing(tag: Tag) -> None:
     async def main() -> None:
         with anyio.move_on_after(60) as scope:
@@ -171,7 +147,6 @@ def test_task_cancel_leaves_nothing(tag: Tag) -> None:
     tag.wait_nothing_left(10)
 
 
-@ISSUE_24_RACE
 def test_double_cancel_leaves_nothing_and_does_not_hang(tag: Tag) -> None:
     asyncio.run(_cancel_after_ready(tag, guarded(helper_params(tag)), "double"))
     tag.wait_nothing_left(10)
