@@ -107,20 +107,28 @@ pub fn split(plan: Plan, guardian: Guardian) -> ! {
     let host = rustix::process::getppid().map_or(0, |p| p.as_raw_nonzero().get());
     // Before the clone, so that an orphan of guardian's tree can never miss it.
     if let Err(e) = rustix::process::set_child_subreaper(rustix::process::Pid::from_raw(plan.me)) {
-        match guardian(Err(Failure::guardian(format!("prctl(PR_SET_CHILD_SUBREAPER) failed: {e}")))) {}
+        match guardian(Err(Failure::guardian(format!(
+            "prctl(PR_SET_CHILD_SUBREAPER) failed: {}",
+            crate::errno::explain(&std::io::Error::from(e))
+        )))) {}
     }
     // Everything the sentinel will use, made now, while it may still call the C library: its
     // own signalfd (a duplicate; guardian closes its copy), the stack's extent.
     let sigfd = match sys::dup_cloexec(plan.sigfd) {
         Ok(fd) => fd,
-        Err(e) => match guardian(Err(Failure::guardian(format!("dup of the signalfd failed: {e}")))) {},
+        Err(e) => {
+            match guardian(Err(Failure::guardian(format!("dup of the signalfd failed: {}", crate::errno::explain(&e))))) {}
+        }
     };
     let main_stack = sys::main_stack();
     let own = sigfd.as_raw_fd();
     match sys::clone_vm((guardian, job, own), guardian_main) {
         Err((e, (guardian, _, _))) => {
             drop(sigfd);
-            match guardian(Err(Failure::guardian(format!("clone(CLONE_VM) of guardian failed: {e}")))) {}
+            match guardian(Err(Failure::guardian(format!(
+                "clone(CLONE_VM) of guardian failed: {}",
+                crate::errno::explain(&e)
+            )))) {}
         }
         Ok(pid) => Sentinel { guardian: pid, sigfd }.start(host, plan, main_stack),
     }

@@ -427,8 +427,10 @@ fn a_process_forked_after_its_parent_heard_the_stop_signal_hears_it_too() {
     let n = &ctx.nonce;
     // The inner sh is guardian's child once the provider exits; on SIGTERM it waits a moment
     // (so the round that signalled it has read its children already), then forks the newcomer.
+    // It drops its own TERM trap first: a child forked while the trap is set would catch a
+    // SIGTERM that lands before its exec and lose it there (the test's race, not guardian's).
     let inner = format!(
-        "trap 'sleep 0.3 || :; sleep 1000.{n}2 & echo $! > newcomer.pid' TERM; sleep 1000.{n}1 &\n\
+        "trap 'trap - TERM; sleep 0.3 || :; sleep 1000.{n}2 & echo $! > newcomer.pid' TERM; sleep 1000.{n}1 &\n\
          echo $$ > parent.pid; while :; do wait; done\n"
     );
     fs::write(ctx.path("inner.sh"), inner).expect("write inner.sh");
