@@ -1,7 +1,8 @@
 //! child: a running guardian and its provider. [`Guard`] owns guardian's process and pidfd
 //! and is what makes `Drop` safe: it sends the stop request (SIGTERM through the pidfd, never
 //! SIGKILL) and leaves the reaping to a short-lived thread, so it needs no runtime and does
-//! not block. [`Tracker`] follows the events for `kill_now` and `wait`.
+//! not block. [`Tracker`] follows the events for `kill_now` and `wait`; [`State`] is what the
+//! blocking and the tokio handle share (the events read, `spawn`'s and `kill_now`'s decisions).
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -157,6 +158,89 @@ impl Tracker {
     }
 }
 
+/// What [`Child`] and `AsyncChild` (tokio) both hold and decide: guardian's [`Guard`], the
+/// events read and not yet taken, what they said, and the provider's pid. The handles add only
+/// how they read a line (blocking, or on tokio's reactor) and reap guardian.
+pub(crate) struct State {
+    pub(crate) guard: Guard,
+    pub(crate) queue: VecDeque<Event>,
+    pub(crate) tracker: Tracker,
+    provider_pid: u32,
+}
+
+/// How `spawn` goes on after an event read before `spawned`.
+pub(crate) enum Starting {
+    /// The provider runs (its pid is now known).
+    Spawned,
+    /// guardian's `error`: it could not start the provider.
+    Failed(Error),
+    /// The stream ended without either.
+    Ended,
+    /// Another event: read on.
+    More,
+}
+
+impl State {
+    pub(crate) fn new(guard: Guard) -> State {
+        State { guard, queue: VecDeque::new(), tracker: Tracker::default(), provider_pid: 0 }
+    }
+
+    pub(crate) fn guardian_pid(&self) -> u32 {
+        self.guard.child.as_ref().map_or(0, std::process::Child::id)
+    }
+
+    pub(crate) fn provider_pid(&self) -> u32 {
+        self.provider_pid
+    }
+
+    /// One line read from the events pipe: parsed (a line it cannot read becomes
+    /// [`Event::Other`]), followed by the tracker, queued; returned.
+    pub(crate) fn take_line(&mut self, line: &str) -> Event {
+        let event = Event::parse(line).unwrap_or(Event::Other { line: line.trim_end().to_string() });
+        self.tracker.observe(&event);
+        self.guard.finished = self.tracker.finished();
+        self.queue.push_back(event.clone());
+        event
+    }
+
+    /// `spawn`'s reading of `event` (`None`: the stream ended).
+    pub(crate) fn starting(&mut self, event: Option<Event>) -> Starting {
+        match event {
+            Some(Event::Spawned { pid, .. }) => {
+                self.provider_pid = pid as u32;
+                Starting::Spawned
+            }
+            Some(Event::Error { status, message, .. }) => Starting::Failed(Error::Guardian { status, message }),
+            Some(_) => Starting::More,
+            None => Starting::Ended,
+        }
+    }
+
+    /// `kill_now`'s first step (guardian's kill-now rule): SIGTERM unless the tree is released
+    /// or the kill already requested. `true` when the caller must read on and give each event
+    /// to [`State::kill_on`]: a SIGTERM kills at once only while guardian is stopping.
+    pub(crate) fn kill_first(&self) -> io::Result<bool> {
+        if self.tracker.finished() || self.tracker.kill_requested {
+            return Ok(false);
+        }
+        let already_stopping = self.tracker.stopping;
+        self.guard.signal()?;
+        Ok(!already_stopping)
+    }
+
+    /// `kill_now`'s answer to an event read after the first SIGTERM: `true` when it is done.
+    /// A first `stopping` (not the kill request's) gets the second SIGTERM.
+    pub(crate) fn kill_on(&self, event: &Event) -> io::Result<bool> {
+        if let Event::Stopping { reason, .. } = event {
+            if reason != "kill-request" {
+                self.guard.signal()?;
+            }
+            return Ok(true);
+        }
+        Ok(self.tracker.finished())
+    }
+}
+
 /// guardian started with an events pipe, before its first event.
 pub(crate) struct Started {
     pub(crate) guard: Guard,
@@ -187,11 +271,8 @@ pub(crate) fn start(cmd: &mut Command) -> Result<Started, Error> {
 /// [`Child::wait`] sends guardian the stop request: the tree is stopped and reaped within the
 /// grace, and nothing blocks.
 pub struct Child {
-    guard: Guard,
+    state: State,
     events: BufReader<File>,
-    queue: VecDeque<Event>,
-    tracker: Tracker,
-    provider_pid: u32,
     /// The provider's stdin (guardian's, passed on), when [`Command::stdin`] was piped.
     pub stdin: Option<ChildStdin>,
     pub stdout: Option<ChildStdout>,
@@ -205,42 +286,36 @@ impl Command {
     pub fn spawn(&mut self) -> Result<Child, Error> {
         let s = start(self)?;
         let mut child = Child {
-            guard: s.guard,
+            state: State::new(s.guard),
             events: BufReader::new(File::from(s.events)),
-            queue: VecDeque::new(),
-            tracker: Tracker::default(),
-            provider_pid: 0,
             stdin: s.stdin,
             stdout: s.stdout,
             stderr: s.stderr,
         };
         loop {
-            match child.read_event() {
-                Some(Event::Spawned { pid, .. }) => {
-                    child.provider_pid = pid as u32;
-                    break;
-                }
-                Some(Event::Error { status, message, .. }) => {
+            let event = child.read_event();
+            match child.state.starting(event) {
+                Starting::Spawned => return Ok(child),
+                Starting::Failed(e) => {
                     drop(child.stdin.take());
                     let _ = child.reap();
-                    return Err(Error::Guardian { status, message });
+                    return Err(e);
                 }
-                Some(_) => {}
-                None => return Err(Error::Ended(child.reap()?)),
+                Starting::Ended => return Err(Error::Ended(child.reap()?)),
+                Starting::More => {}
             }
         }
-        Ok(child)
     }
 }
 
 impl Child {
     /// guardian's pid.
     pub fn guardian_pid(&self) -> u32 {
-        self.guard.child.as_ref().map_or(0, std::process::Child::id)
+        self.state.guardian_pid()
     }
     /// The provider's pid (from the `spawned` event).
     pub fn provider_pid(&self) -> u32 {
-        self.provider_pid
+        self.state.provider_pid()
     }
 
     /// Reads one event into the queue's order; `None` at the end of the stream.
@@ -254,19 +329,15 @@ impl Child {
                 Ok(_) => break,
             }
         }
-        let event = Event::parse(&line).unwrap_or(Event::Other { line: line.trim_end().to_string() });
-        self.tracker.observe(&event);
-        self.guard.finished = self.tracker.finished();
-        self.queue.push_back(event.clone());
-        Some(event)
+        Some(self.state.take_line(&line))
     }
 
     /// The next event, blocking until guardian writes it; `None` after the last one.
     pub fn next_event(&mut self) -> Option<Event> {
-        if self.queue.is_empty() {
+        if self.state.queue.is_empty() {
             self.read_event()?;
         }
-        self.queue.pop_front()
+        self.state.queue.pop_front()
     }
 
     /// The events as an iterator (blocking), ending after `released` or `error`.
@@ -277,7 +348,7 @@ impl Child {
     /// The stop request: SIGTERM to guardian, which sends the tree the stop signal, waits the
     /// grace, SIGKILLs what is left and reaps everything. Does not wait.
     pub fn stop(&self) -> io::Result<()> {
-        self.guard.signal()
+        self.state.guard.signal()
     }
 
     /// Kill the tree now (guardian's kill-now rule): SIGTERM; if guardian answers with a first
@@ -285,23 +356,11 @@ impl Child {
     /// once guardian acknowledged (`stopping` with `kill-request`, or the stream ended); the
     /// events read meanwhile stay queued for [`Child::next_event`].
     pub fn kill_now(&mut self) -> io::Result<()> {
-        if self.tracker.finished() || self.tracker.kill_requested {
-            return Ok(());
-        }
-        let already_stopping = self.tracker.stopping;
-        self.guard.signal()?;
-        if already_stopping {
-            return Ok(());
-        }
-        while let Some(event) = self.read_event() {
-            if let Event::Stopping { reason, .. } = &event {
-                if reason != "kill-request" {
-                    self.guard.signal()?;
+        if self.state.kill_first()? {
+            while let Some(event) = self.read_event() {
+                if self.state.kill_on(&event)? {
+                    break;
                 }
-                return Ok(());
-            }
-            if self.tracker.finished() {
-                return Ok(());
             }
         }
         Ok(())
@@ -312,13 +371,13 @@ impl Child {
     /// `std::process::Child::wait`.
     pub fn wait(mut self) -> Result<Released, Error> {
         drop(self.stdin.take());
-        while !self.tracker.finished() && self.read_event().is_some() {}
+        while !self.state.tracker.finished() && self.read_event().is_some() {}
         let status = self.reap()?;
-        self.tracker.outcome(status)
+        self.state.tracker.outcome(status)
     }
 
     fn reap(&mut self) -> io::Result<ExitStatus> {
-        match self.guard.child.take() {
+        match self.state.guard.child.take() {
             Some(mut child) => child.wait(),
             None => Err(io::Error::other("guardian was already reaped")),
         }

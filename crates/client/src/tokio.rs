@@ -1,14 +1,14 @@
-//! tokio: the async equivalent of [`crate::Child`]. The same [`Guard`] owns guardian, so a
-//! dropped `AsyncChild` stops the tree without a runtime (even while the runtime shuts down).
+//! tokio: the async equivalent of [`crate::Child`]. The same [`Guard`](crate::child::Guard)
+//! owns guardian, so a dropped `AsyncChild` stops the tree without a runtime (even while the
+//! runtime shuts down); the same [`State`] reads the events and makes `kill_now`'s decisions.
 
-use std::collections::VecDeque;
 use std::io;
 
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::net::unix::pipe::Receiver;
 use tokio::process::{ChildStderr, ChildStdin, ChildStdout};
 
-use crate::child::{Error, Guard, Tracker};
+use crate::child::{Error, Starting, State};
 use crate::command::Command;
 use crate::events::{Event, Released};
 
@@ -16,13 +16,10 @@ use crate::events::{Event, Released};
 /// without [`AsyncChild::wait`] sends guardian the stop request; that needs no runtime and does
 /// not block.
 pub struct AsyncChild {
-    guard: Guard,
+    state: State,
     events: BufReader<Receiver>,
     /// A line being read: kept across a cancelled read (`read_until` is cancel-safe so).
     line: Vec<u8>,
-    queue: VecDeque<Event>,
-    tracker: Tracker,
-    provider_pid: u32,
     /// The provider's stdin, when [`Command::stdin`] was piped.
     pub stdin: Option<ChildStdin>,
     pub stdout: Option<ChildStdout>,
@@ -36,43 +33,37 @@ impl Command {
         let s = crate::child::start(self)?;
         let events = Receiver::from_owned_fd(s.events)?;
         let mut child = AsyncChild {
-            guard: s.guard,
+            state: State::new(s.guard),
             events: BufReader::new(events),
             line: Vec::new(),
-            queue: VecDeque::new(),
-            tracker: Tracker::default(),
-            provider_pid: 0,
             stdin: s.stdin.map(ChildStdin::from_std).transpose()?,
             stdout: s.stdout.map(ChildStdout::from_std).transpose()?,
             stderr: s.stderr.map(ChildStderr::from_std).transpose()?,
         };
         loop {
-            match child.read_event().await {
-                Some(Event::Spawned { pid, .. }) => {
-                    child.provider_pid = pid as u32;
-                    break;
-                }
-                Some(Event::Error { status, message, .. }) => {
+            let event = child.read_event().await;
+            match child.state.starting(event) {
+                Starting::Spawned => return Ok(child),
+                Starting::Failed(e) => {
                     drop(child.stdin.take());
                     let _ = child.reap().await;
-                    return Err(Error::Guardian { status, message });
+                    return Err(e);
                 }
-                Some(_) => {}
-                None => return Err(Error::Ended(child.reap().await?)),
+                Starting::Ended => return Err(Error::Ended(child.reap().await?)),
+                Starting::More => {}
             }
         }
-        Ok(child)
     }
 }
 
 impl AsyncChild {
     /// guardian's pid.
     pub fn guardian_pid(&self) -> u32 {
-        self.guard.child.as_ref().map_or(0, std::process::Child::id)
+        self.state.guardian_pid()
     }
     /// The provider's pid (from the `spawned` event).
     pub fn provider_pid(&self) -> u32 {
-        self.provider_pid
+        self.state.provider_pid()
     }
 
     async fn read_event(&mut self) -> Option<Event> {
@@ -88,46 +79,30 @@ impl AsyncChild {
                 }
             }
         };
-        let event = Event::parse(&line).unwrap_or(Event::Other { line: line.trim_end().to_string() });
-        self.tracker.observe(&event);
-        self.guard.finished = self.tracker.finished();
-        self.queue.push_back(event.clone());
-        Some(event)
+        Some(self.state.take_line(&line))
     }
 
     /// The next event; `None` after the last one. Cancel-safe: a line read half-way is kept
     /// for the next call.
     pub async fn next_event(&mut self) -> Option<Event> {
-        if self.queue.is_empty() {
+        if self.state.queue.is_empty() {
             self.read_event().await?;
         }
-        self.queue.pop_front()
+        self.state.queue.pop_front()
     }
 
     /// The stop request (SIGTERM to guardian). Does not wait.
     pub fn stop(&self) -> io::Result<()> {
-        self.guard.signal()
+        self.state.guard.signal()
     }
 
     /// Kill the tree now: see [`crate::Child::kill_now`].
     pub async fn kill_now(&mut self) -> io::Result<()> {
-        if self.tracker.finished() || self.tracker.kill_requested {
-            return Ok(());
-        }
-        let already_stopping = self.tracker.stopping;
-        self.guard.signal()?;
-        if already_stopping {
-            return Ok(());
-        }
-        while let Some(event) = self.read_event().await {
-            if let Event::Stopping { reason, .. } = &event {
-                if reason != "kill-request" {
-                    self.guard.signal()?;
+        if self.state.kill_first()? {
+            while let Some(event) = self.read_event().await {
+                if self.state.kill_on(&event)? {
+                    break;
                 }
-                return Ok(());
-            }
-            if self.tracker.finished() {
-                return Ok(());
             }
         }
         Ok(())
@@ -136,22 +111,22 @@ impl AsyncChild {
     /// Waits until guardian released the tree and exited: see [`crate::Child::wait`].
     pub async fn wait(mut self) -> Result<Released, Error> {
         drop(self.stdin.take());
-        while !self.tracker.finished() && self.read_event().await.is_some() {}
+        while !self.state.tracker.finished() && self.read_event().await.is_some() {}
         let status = self.reap().await?;
-        self.tracker.outcome(status)
+        self.state.tracker.outcome(status)
     }
 
     /// Whether the tree was released (or guardian failed): the last event was read.
     pub fn finished(&self) -> bool {
-        self.tracker.finished()
+        self.state.tracker.finished()
     }
 
     pub(crate) fn reaped(&self) -> bool {
-        self.guard.child.is_none()
+        self.state.guard.child.is_none()
     }
 
     pub(crate) async fn reap(&mut self) -> io::Result<std::process::ExitStatus> {
-        let mut child = self.guard.child.take().ok_or_else(|| io::Error::other("guardian was already reaped"))?;
+        let mut child = self.state.guard.child.take().ok_or_else(|| io::Error::other("guardian was already reaped"))?;
         match child.try_wait()? {
             Some(status) => Ok(status),
             // guardian exits right after its last event; the wait is short, but blocking.

@@ -1,12 +1,31 @@
-"""``treeguardian.Popen``: ``subprocess.Popen`` of a provider under guardian."""
+"""``treeguardian.Popen``: ``subprocess.Popen`` of a provider under guardian; and what the
+three process APIs (``Popen``, :mod:`treeguardian.aio`, :mod:`treeguardian.anyio`) share:
+guardian's command line and events pipe (:func:`spawning`), the tree's verbs and the decisions
+of ``kill_now`` and of leaving a ``with`` block (:class:`TreeVerbs`, :class:`AsyncTreeVerbs`).
+Each API keeps only how it signals, waits and sleeps."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
+from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, List, Optional, Sequence, Tuple, Type, Union
+from typing import (
+    Any,
+    Callable,
+    Dict,
+    Iterator,
+    List,
+    Optional,
+    Protocol,
+    Sequence,
+    Tuple,
+    Type,
+    TypeVar,
+    Union,
+)
 
 from ._binary import binary
 from ._events import Event, Released, Spawned
@@ -16,8 +35,20 @@ from ._stream import EventStream
 
 Args = Union[str, "os.PathLike[str]", Sequence[Union[str, "os.PathLike[str]"]]]
 
-#: How long :meth:`Popen.kill_now` waits for guardian to take the first stop request.
-_STOPPING_WAIT = 5.0
+T = TypeVar("T")
+
+#: guardian's options as keywords of the three APIs (``timeout=`` is guardian's --timeout:
+#: Popen's constructor has no timeout of its own; ``grace=`` is a parameter of each).
+GUARDIAN_KEYWORDS = frozenset(OPTIONS) - frozenset(DRIVER_OWNED)
+
+#: How long ``kill_now`` waits for guardian to take the first stop request.
+STOPPING_WAIT = 5.0
+#: Leaving a ``with`` block waits the grace and this long for guardian before the kill request.
+EXIT_SLACK = 2.0
+#: The async APIs' bound on the wait for guardian after that kill request.
+KILLED_WAIT = 10.0
+#: guardian's grace when none is given.
+DEFAULT_GRACE = 1.0
 
 
 def guardian_argv(
@@ -38,7 +69,187 @@ def guardian_argv(
     return [binary(), *flags, "--", *provider]
 
 
-class Popen(subprocess.Popen):  # type: ignore[type-arg]
+@dataclass
+class Spawn:
+    """One start of guardian: its command line, the fds it inherits (the events pipe's write
+    end among them), the stream that will read the events, and the grace in seconds."""
+
+    argv: List[str]
+    pass_fds: Tuple[int, ...]
+    stream: EventStream
+    grace: float
+
+
+@contextlib.contextmanager
+def spawning(args: Args, kwds: Dict[str, Any], grace: Optional[Duration], *, shell: bool = False) -> Iterator[Spawn]:
+    """Takes guardian's options (:data:`GUARDIAN_KEYWORDS`) and ``pass_fds`` out of ``kwds``
+    and makes the events pipe; the block starts guardian with the :class:`Spawn`. After it the
+    stream reads the pipe; if it raises, the pipe is closed."""
+    options = {k: kwds.pop(k) for k in list(kwds) if k in GUARDIAN_KEYWORDS}
+    if grace is not None:
+        options["grace"] = grace
+    rfd, wfd = os.pipe2(os.O_CLOEXEC)
+    try:
+        argv = guardian_argv(args, shell=shell, events_fd=wfd, **options)
+        pass_fds = tuple(kwds.pop("pass_fds", ())) + (wfd,)
+        seconds = duration_seconds(grace) if grace is not None else DEFAULT_GRACE
+        spawn = Spawn(argv, pass_fds, EventStream(), seconds)
+        yield spawn
+    except BaseException:
+        os.close(rfd)
+        raise
+    finally:
+        os.close(wfd)
+    spawn.stream.read_fd(rfd)
+
+
+class TreeVerbs:
+    """The provider's tree's verbs, the same for every process API: pids and events from the
+    stream, the stop request, and ``kill_now``'s decisions. A subclass says what guardian's
+    status is and how it is signalled (:meth:`_returncode`, :meth:`_signal`)."""
+
+    _stream: EventStream
+    _stop_sent: bool
+    _grace: float
+
+    def _tree_init(self, stream: EventStream, grace: float) -> None:
+        self._stream = stream
+        self._stop_sent = False
+        self._grace = grace
+
+    def _returncode(self) -> Optional[int]:
+        """guardian's exit status once it was reaped (no side effect), else ``None``."""
+        raise NotImplementedError
+
+    def _reaped(self) -> bool:
+        """Whether guardian was reaped (a subclass may reap it here if it exited)."""
+        return self._returncode() is not None
+
+    def _signal(self, sig: int) -> None:
+        """Sends ``sig`` to guardian while it is unreaped (its pid cannot have been reused);
+        a no-op once it was reaped."""
+        raise NotImplementedError
+
+    @property
+    def provider_pid(self) -> Optional[int]:
+        s = self._stream.spawned
+        return s.pid if s else None
+
+    @property
+    def events(self) -> List[Event]:
+        return self._stream.events
+
+    @property
+    def released(self) -> Optional[Released]:
+        return self._stream.released
+
+    @property
+    def outcome(self) -> Optional[Outcome]:
+        """The named exit status, once guardian was reaped."""
+        rc = self._returncode()
+        return None if rc is None else describe(rc, self._stream.exit)
+
+    def stop(self) -> None:
+        """A stop request: the provider gets the stop signal, the tree SIGKILL after the grace."""
+        self._stop_sent = True
+        self._signal(signal.SIGTERM)
+
+    def terminate(self) -> None:
+        self.stop()
+
+    def _kill_first(self) -> bool:
+        """``kill_now``'s first step: the first stop request, unless one was sent. ``True``
+        when the caller must wait (at most :data:`STOPPING_WAIT`) for guardian to report that
+        it is stopping before :meth:`_kill_second`."""
+        if self._reaped() or self._stream.stopping:
+            return False
+        # Two SIGTERMs before guardian reads the first may arrive as one: the kill request
+        # is sent only once guardian reports that it is stopping.
+        if not self._stop_sent:
+            self.stop()
+        return True
+
+    def _kill_second(self) -> None:
+        """``kill_now``'s kill request: a second stop request, which ends the grace with
+        SIGKILL to the tree at once, unless the tree is released or guardian reaped."""
+        if self._stream.released is None:
+            self._signal(signal.SIGTERM)
+
+
+class _LoopProcess(Protocol):
+    """What :class:`AsyncTreeVerbs` uses of ``asyncio.subprocess.Process`` and
+    ``anyio.abc.Process``."""
+
+    @property
+    def pid(self) -> int: ...
+
+    @property
+    def returncode(self) -> Optional[int]: ...
+
+    def send_signal(self, signal: signal.Signals) -> None: ...
+
+
+class AsyncTreeVerbs(TreeVerbs):
+    """:class:`TreeVerbs` for an event loop's process (``_proc``); a subclass says how to wait
+    (:meth:`_until`, :meth:`_wait_exited`) without blocking the loop."""
+
+    _proc: _LoopProcess
+
+    @property
+    def pid(self) -> int:
+        return self._proc.pid
+
+    @property
+    def guardian_pid(self) -> int:
+        return self._proc.pid
+
+    @property
+    def returncode(self) -> Optional[int]:
+        return self._proc.returncode
+
+    def _returncode(self) -> Optional[int]:
+        return self._proc.returncode
+
+    def _signal(self, sig: int) -> None:
+        # The event loop signals only a child it has not reaped yet; after that, nothing.
+        if self._proc.returncode is None:
+            try:
+                self._proc.send_signal(signal.Signals(sig))
+            except ProcessLookupError:
+                pass
+
+    async def _until(self, pred: Callable[[], Optional[T]], timeout: Optional[float]) -> Optional[T]:
+        """``pred()``'s first non-``None`` value (re-checked at each event), or ``None`` once
+        the stream ended or ``timeout`` ran out."""
+        raise NotImplementedError
+
+    async def _wait_exited(self, timeout: float) -> bool:
+        """Waits at most ``timeout`` for guardian to exit; whether it did."""
+        raise NotImplementedError
+
+    async def wait_spawned(self, timeout: Optional[float] = None) -> Optional[Spawned]:
+        return await self._until(lambda: self._stream.spawned, timeout)
+
+    async def wait_released(self, timeout: Optional[float] = None) -> Optional[Released]:
+        return await self._until(lambda: self._stream.released, timeout)
+
+    async def kill_now(self) -> None:
+        """SIGKILL the whole tree now; never SIGKILLs guardian itself."""
+        if self._kill_first():
+            await self._until(lambda: True if self._stream.stopping else None, STOPPING_WAIT)
+        self._kill_second()
+
+    async def _stop_and_wait(self) -> None:
+        """Leaving ``async with``: the stop request, the grace (and :data:`EXIT_SLACK`) for
+        guardian to exit, then the kill request and at most :data:`KILLED_WAIT` more."""
+        if self._returncode() is None:
+            self.stop()
+            if not await self._wait_exited(self._grace + EXIT_SLACK):
+                await self.kill_now()
+                await self._wait_exited(KILLED_WAIT)
+
+
+class Popen(TreeVerbs, subprocess.Popen):  # type: ignore[type-arg]
     """``subprocess.Popen`` whose process is guardian running ``args`` as its provider.
 
     Everything ``subprocess.Popen`` takes works (stdin/stdout/stderr, env, cwd, pass_fds,
@@ -58,44 +269,18 @@ class Popen(subprocess.Popen):  # type: ignore[type-arg]
     """
 
     def __init__(self, args: Args, *, grace: Optional[Duration] = None, **kwargs: Any) -> None:
-        options = {k: kwargs.pop(k) for k in list(kwargs) if k in _GUARDIAN_KEYWORDS}
-        if grace is not None:
-            options["grace"] = grace
         if "executable" in kwargs:
             raise TypeError("treeguardian.Popen runs guardian; give the provider as args[0], not executable=")
-        self._grace = duration_seconds(grace) if grace is not None else 1.0
-        self._stream = EventStream()
-        self._stop_sent = False
-        rfd, wfd = os.pipe2(os.O_CLOEXEC)
-        pass_fds: Tuple[int, ...] = tuple(kwargs.pop("pass_fds", ())) + (wfd,)
-        argv = guardian_argv(args, shell=bool(kwargs.pop("shell", False)), events_fd=wfd, **options)
-        try:
-            super().__init__(argv, pass_fds=pass_fds, **kwargs)
-        except BaseException:
-            os.close(rfd)
-            raise
-        finally:
-            os.close(wfd)
-        self._stream.read_fd(rfd)
+        shell = bool(kwargs.pop("shell", False))
+        with spawning(args, kwargs, grace, shell=shell) as s:
+            self._tree_init(s.stream, s.grace)
+            super().__init__(s.argv, pass_fds=s.pass_fds, **kwargs)
 
     # ---- pids and events ----
 
     @property
     def guardian_pid(self) -> int:
         return self.pid
-
-    @property
-    def provider_pid(self) -> Optional[int]:
-        s = self._stream.spawned
-        return s.pid if s else None
-
-    @property
-    def events(self) -> List[Event]:
-        return self._stream.events
-
-    @property
-    def released(self) -> Optional[Released]:
-        return self._stream.released
 
     def wait_spawned(self, timeout: Optional[float] = None) -> Optional[Spawned]:
         """The ``spawned`` event; ``None`` if guardian failed to start the provider."""
@@ -105,39 +290,23 @@ class Popen(subprocess.Popen):  # type: ignore[type-arg]
         """The ``released`` event (``None``: guardian failed, see ``events``, or the time ran out)."""
         return self._stream.wait_for(Released, timeout)
 
-    @property
-    def outcome(self) -> Optional[Outcome]:
-        """The named exit status, once guardian was reaped."""
-        if self.returncode is None:
-            return None
-        return describe(self.returncode, self._stream.exit)
-
     # ---- stopping ----
 
-    def _signal_guardian(self, sig: int) -> None:
-        # Popen.send_signal signals only while guardian is unreaped (its pid cannot be reused).
-        super().send_signal(sig)
+    def _returncode(self) -> Optional[int]:
+        return self.returncode
 
-    def stop(self) -> None:
-        """A stop request: the provider gets the stop signal, the tree SIGKILL after the grace."""
-        self._stop_sent = True
-        self._signal_guardian(signal.SIGTERM)
+    def _reaped(self) -> bool:
+        return self.poll() is not None
+
+    def _signal(self, sig: int) -> None:
+        # Popen.send_signal signals only while guardian is unreaped (its pid cannot be reused).
+        self.send_signal(sig)
 
     def kill_now(self) -> None:
         """SIGKILL the whole tree now (a second stop request, once guardian is stopping)."""
-        if self.poll() is not None:
-            return
-        if not self._stream.stopping:
-            # Two SIGTERMs before guardian reads the first may arrive as one: the kill request
-            # is sent only once guardian reports that it is stopping.
-            if not self._stop_sent:
-                self.stop()
-            self._stream.wait_until(lambda: self._stream.stopping, _STOPPING_WAIT)
-        if self.poll() is None and self._stream.released is None:
-            self._signal_guardian(signal.SIGTERM)
-
-    def terminate(self) -> None:
-        self.stop()
+        if self._kill_first():
+            self._stream.wait_until(lambda: self._stream.stopping, STOPPING_WAIT)
+        self._kill_second()
 
     def kill(self) -> None:
         """``kill_now()``: the tree gets SIGKILL; guardian itself reaps it and exits."""
@@ -159,14 +328,9 @@ class Popen(subprocess.Popen):  # type: ignore[type-arg]
             if self.poll() is None:
                 self.stop()
                 try:
-                    self.wait(self._grace + 2.0)
+                    self.wait(self._grace + EXIT_SLACK)
                 except subprocess.TimeoutExpired:
                     self.kill_now()
         finally:
             super().__exit__(exc_type, exc, tb)
             self._stream.join(5.0)
-
-
-#: guardian's options as Popen keywords (``timeout=`` is guardian's --timeout: Popen's
-#: constructor has no timeout of its own).
-_GUARDIAN_KEYWORDS = frozenset(OPTIONS) - frozenset(DRIVER_OWNED) - {"grace"}
