@@ -496,7 +496,9 @@ fn each_process_of_a_chain_is_killed_once() {
     let s = ctx.sleep();
     fs::write(
         ctx.path("nest.sh"),
-        format!("if [ \"$1\" -gt 0 ]; then sh ./nest.sh $(($1 - 1)) & wait; else touch ready; exec {s}; fi\n"),
+        // `: > ready`, not `touch ready`: an external touch could still be alive (a seventh
+        // process) when the provider sees the file and exits.
+        format!("if [ \"$1\" -gt 0 ]; then sh ./nest.sh $(($1 - 1)) & wait; else : > ready; exec {s}; fi\n"),
     )
     .unwrap();
     let mut g = ctx
