@@ -32,7 +32,6 @@
 use std::convert::Infallible;
 use std::os::fd::{AsRawFd, IntoRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicI32, Ordering};
-use std::time::Duration;
 
 use crate::exit::Failure;
 use crate::signals;
@@ -122,8 +121,8 @@ pub fn split(plan: Plan, guardian: Guardian) -> ! {
     };
     let main_stack = sys::main_stack();
     let own = sigfd.as_raw_fd();
-    match sys::clone_vm((guardian, job, own), guardian_main) {
-        Err((e, (guardian, _, _))) => {
+    match sys::clone_vm((guardian, job, own, plan.me), guardian_main) {
+        Err((e, (guardian, _, _, _))) => {
             drop(sigfd);
             match guardian(Err(Failure::guardian(format!(
                 "clone(CLONE_VM) of guardian failed: {}",
@@ -136,7 +135,7 @@ pub fn split(plan: Plan, guardian: Guardian) -> ! {
 
 /// guardian's side of the clone, on its own stack: out of the host's process group, then
 /// the rest of guardian.
-fn guardian_main((guardian, job, sentinel_sigfd): (Guardian, i32, RawFd)) -> ! {
+fn guardian_main((guardian, job, sentinel_sigfd, sentinel): (Guardian, i32, RawFd, i32)) -> ! {
     let me = std::process::id() as i32;
     // The sentinel's duplicate of the signalfd is the sentinel's; this fd table's copy goes.
     Raw::close(sentinel_sigfd);
@@ -152,14 +151,17 @@ fn guardian_main((guardian, job, sentinel_sigfd): (Guardian, i32, RawFd)) -> ! {
         report(info);
         Raw::die_of(libc::SIGABRT)
     }));
-    SENTINEL.store(host_side_pid(me), Ordering::Relaxed);
+    SENTINEL.store(sentinel, Ordering::Relaxed);
     JOB_PGRP.store(job, Ordering::Relaxed);
+    // A sentinel killed between the clone and here has already handed guardian to another
+    // reaper: the parent watch would then watch that reaper. Nothing has started yet, so
+    // guardian stops (its parent's death before the provider exists).
+    if rustix::process::getppid().map(|p| p.as_raw_nonzero().get()) != Some(sentinel) {
+        match guardian(Err(Failure::guardian(
+            "guardian's sentinel (the process that was started) died before the provider was started; nothing was started",
+        ))) {}
+    }
     match guardian(Ok(me)) {}
-}
-
-/// The sentinel's pid, seen from guardian: its parent right after the clone.
-fn host_side_pid(fallback: i32) -> i32 {
-    rustix::process::getppid().map_or(fallback, |p| p.as_raw_nonzero().get())
 }
 
 /// How the sentinel notices its own parent's death.
@@ -334,16 +336,21 @@ fn end(status: WaitStatus) -> ! {
 /// died inside `malloc`.
 fn peel() {
     use rustix::process::{WaitOptions, wait};
-    let mut last = sys::monotonic();
+    // Progress is counted in 5 ms polls, not read from a clock: rustix's clock_gettime
+    // initialises a static and may panic, neither of which the sentinel may do (it shares
+    // guardian's memory and panic hook). 1000 polls without progress: about 5 s.
+    const IDLE_POLLS: u32 = 1000;
+    let mut idle = 0;
     let mut killed = [0i32; 256];
     let mut n = 0;
-    while sys::monotonic() - last < Duration::from_secs(5) {
+    while idle < IDLE_POLLS {
+        idle += 1;
         for_each_child(|pid| {
             // An unreaped child of ours: its pid cannot be reused.
             if n < killed.len() && !killed[..n].contains(&pid) && Raw::kill(pid, libc::SIGKILL).is_ok() {
                 killed[n] = pid;
                 n += 1;
-                last = sys::monotonic();
+                idle = 0;
             }
         });
         loop {
@@ -353,7 +360,7 @@ fn peel() {
                         killed[i] = killed[n - 1];
                         n -= 1;
                     }
-                    last = sys::monotonic();
+                    idle = 0;
                 }
                 Ok(None) => break,
                 Err(rustix::io::Errno::INTR) => continue,

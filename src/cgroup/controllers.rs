@@ -15,6 +15,7 @@
 //!   failure, so the parent is left as guardian found it.
 
 use std::fs;
+use std::io;
 use std::path::{Path, PathBuf};
 
 use super::mount::Hierarchy;
@@ -45,11 +46,22 @@ impl Enabled {
             self.added.clear();
         }
         if let Some(s) = self.self_leaf.take() {
-            if let Err(e) = write_file(&self.parent.join("cgroup.procs"), "0") {
+            if let Err(e) = move_guardian(&self.parent) {
                 crate::log::warn!("could not move guardian back into {}: {e}", self.parent.display());
             }
             let _ = fs::remove_dir(&s);
         }
+    }
+}
+
+/// Moves guardian into `dir`: its own process and, behind a sentinel (which was started in
+/// the same cgroup and would otherwise stay behind as an internal process), the sentinel too.
+fn move_guardian(dir: &Path) -> io::Result<()> {
+    let procs = dir.join("cgroup.procs");
+    write_file(&procs, "0")?;
+    match crate::sentinel::pid() {
+        Some(pid) => write_file(&procs, &pid.to_string()),
+        None => Ok(()),
     }
 }
 
@@ -102,7 +114,9 @@ pub(super) fn enable(
                 format!("cannot create {} to move guardian out of {}: {e}", me_leaf.display(), parent.display()),
             )
         })?;
-        if let Err(e) = write_file(&me_leaf.join("cgroup.procs"), "0") {
+        if let Err(e) = move_guardian(&me_leaf) {
+            // The sentinel may have moved already: back with it, then away.
+            let _ = move_guardian(parent);
             let _ = fs::remove_dir(&me_leaf);
             return Err(io_unusable(
                 &e,
@@ -140,7 +154,7 @@ fn holds_processes(parent: &Path, ctls: &[&str]) -> Option<Unusable> {
     Some(unusable(
         libc::EBUSY,
         format!(
-            "{} holds processes (pids {shown}), so it cannot enable {} for a leaf: cgroup v2's no-internal-process rule (a cgroup with processes gives its children no controllers; a threaded one such as pids or cpu would turn it into a thread root); nothing was changed there. Pass --cgroup a cgroup that holds no process (mkdir {}/jobs; --cgroup {}/jobs), or start guardian alone in it with --cgroup auto",
+            "{} holds processes (pids {shown}), so it cannot enable {} for a leaf: cgroup v2's no-internal-process rule (a cgroup with processes gives its children no controllers; a threaded one such as pids or cpu would turn it into a thread root); nothing was changed there. Pass --cgroup a cgroup that holds no process (mkdir {}/jobs; --cgroup {}/jobs), or start guardian (with its sentinel, the process you started) alone in it with --cgroup auto",
             parent.display(),
             plus.join(" "),
             parent.display(),

@@ -98,7 +98,12 @@ gp=$!
 if wait_until 30 '[ -n "$(ev $W/auto.ev spawned cgroup)" ]'; then
     leaf=$(ev $W/auto.ev spawned cgroup); gpid=$(ev $W/auto.ev spawned guardian_pid)
     expect auto_self_move '[ "$(dirname $leaf)" = $D ]' "leaf $leaf not in $D"
-    expect auto_self_move 'grep -qx "$gpid" $leaf.self/cgroup.procs' "guardian $gpid is not in $leaf.self: $(cat /proc/$gpid/cgroup)"
+    # Both of guardian's processes: the sentinel (the pid the host started, guardian_pid) and
+    # guardian itself (the pid in the leaf's name).
+    inner=$(basename $leaf | cut -d- -f2)
+    expect auto_self_move '[ "$inner" != "$gpid" ]' "guardian ran without its sentinel (leaf $leaf, guardian_pid $gpid)"
+    expect auto_self_move 'grep -qx "$gpid" $leaf.self/cgroup.procs' "the sentinel $gpid is not in $leaf.self: $(cat /proc/$gpid/cgroup)"
+    expect auto_self_move 'grep -qx "$inner" $leaf.self/cgroup.procs' "guardian $inner is not in $leaf.self: $(cat /proc/$inner/cgroup)"
     expect auto_self_move '[ "$(cat $leaf/memory.max)" = 33554432 ] && [ "$(cat $leaf/pids.max)" = 50 ]' "limits: $(cat $leaf/memory.max) $(cat $leaf/pids.max)"
     expect auto_self_move 'grep -q memory $D/cgroup.subtree_control && grep -q pids $D/cgroup.subtree_control' "subtree_control: $(cat $D/cgroup.subtree_control)"
 else
@@ -140,7 +145,8 @@ kill_tagged; rmcg $D
 
 # ---- sweep after a SIGKILLed guardian (and --leaf with a bare leaf name, from its parent)
 D=$(deleg sweep)
-$in_cg $D $NOBODY $G --events-fd 3 --cgroup auto -- sh -c "setsid sleep 1000.$N & exec sleep 1000.$N" 3>$W/sweep.ev 2>/dev/null &
+# One process (--no-sentinel): the SIGKILL below must hit guardian itself, not its sentinel.
+$in_cg $D $NOBODY $G --no-sentinel --events-fd 3 --cgroup auto -- sh -c "setsid sleep 1000.$N & exec sleep 1000.$N" 3>$W/sweep.ev 2>/dev/null &
 gp=$!
 wait_until 30 '[ -n "$(ev $W/sweep.ev spawned cgroup)" ] && [ "$(tagged | wc -l)" -ge 2 ]'
 leaf=$(ev $W/sweep.ev spawned cgroup)
