@@ -5,7 +5,7 @@
 //! straight to the kernel, never through the C library.
 //!
 //! Why the sentinel may not use the C library (or the heap, or std's I/O) while guardian
-//! lives, hazard by hazard (`docs/design.md`, "The sentinel's shared memory"):
+//! lives, hazard by hazard (`docs/design.md`, start-up step 3b, "Shared-memory hazards"):
 //!
 //! * **errno and TLS.** Without `CLONE_SETTLS` both processes run with the same thread
 //!   pointer: one `errno`, one C-library thread structure, one set of Rust thread-locals. A

@@ -1,6 +1,7 @@
 //! transport: rmcp's client [`Transport`] over a provider spawned under guardian. rmcp's own
-//! `TokioChildProcess` SIGKILLs the process it started when dropped, which would orphan the
-//! tree under guardian; this one only ever sends guardian the stop request.
+//! `TokioChildProcess` SIGKILLs the process it started when dropped, which skips guardian's
+//! grace and its `released` event (guardian's sentinel still gets the tree torn down); this
+//! one only ever sends guardian the stop request.
 
 use std::future::Future;
 use std::io;

@@ -57,7 +57,8 @@ def sdk_kill_window() -> float:
 
 def check_grace(grace: Duration) -> float:
     """The grace in seconds, if it fits the SDK's window with :data:`MARGIN` to spare; else
-    ``ValueError`` naming both (a SIGKILLed guardian cannot finish the teardown)."""
+    ``ValueError`` naming both: the SDK should see guardian finish (its SIGKILL reaches only
+    guardian's sentinel, and the tree is then torn down after the SDK stopped waiting)."""
     seconds = duration_seconds(grace)
     window = sdk_kill_window()
     if seconds + MARGIN > window:
