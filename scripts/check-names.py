@@ -32,6 +32,10 @@ platforms = sorted(v for k, v in names["npm"].items() if "/platforms/" in k)
 if sorted(driver.get("optionalDependencies", {})) != platforms:
     bad.append(f"packaging/npm/package.json: optionalDependencies {sorted(driver.get('optionalDependencies', {}))}, want {platforms}")
 
+for path, want in names.get("deb", {}).items():
+    meta = tomllib.load(open(os.path.join(root, path), "rb")).get("package", {}).get("metadata", {})
+    check(f"{path} [package.metadata.deb]", meta.get("deb", {}).get("name"), want)
+
 py = names["python"]
 for path, want in py.items():
     if path == "import":
