@@ -27,7 +27,24 @@ function guarded(command, args, options = {}) {
 // guardian's own argv carries the nonce too; it may still be exiting when
 // `released` arrives (released is written, then guardian exits), so the tree
 // check leaves guardian out and its exit is awaited separately.
-const treeOf = (nonce, h) => procsWith(nonce).filter((p) => p.pid !== h.pid);
+// guardian is two processes outside PID 1 (issue 24): the one the driver started (h.pid, the
+// sentinel) and guardian itself, its child running the same command line. Neither is part of
+// the tree.
+const cmdlineOf = (pid) => {
+  try { return readFileSync(`/proc/${pid}/cmdline`, 'latin1'); } catch { return null; }
+};
+const guardianPids = (h) => {
+  const own = cmdlineOf(h.pid);
+  let children = [];
+  try {
+    children = readFileSync(`/proc/${h.pid}/task/${h.pid}/children`, 'latin1').split(' ').filter(Boolean).map(Number);
+  } catch { /* the sentinel is gone, and guardian with it */ }
+  return [h.pid, ...children.filter((c) => own !== null && cmdlineOf(c) === own)];
+};
+const treeOf = (nonce, h) => {
+  const own = guardianPids(h);
+  return procsWith(nonce).filter((p) => !own.includes(p.pid));
+};
 const guardianExit = (h) => within(new Promise((r) => (h.child.exitCode !== null || h.child.signalCode !== null
   ? r(h.child.exitCode ?? h.child.signalCode) : h.child.on('exit', (c, s) => r(c ?? s)))), EVENT_MS, 'guardian to exit');
 
@@ -322,8 +339,10 @@ test(`[${runtime}] cgroup: true, guardian killed from outside: the driver kills 
     return;
   }
   await waitFor(() => hasNonce(nonce, '-esc') && hasNonce(nonce, '-prov'), { what: 'provider and escaper to run' });
-  // The test plays the OOM killer: guardian dies without a teardown.
-  process.kill(h.guardianPid, 'SIGKILL');
+  // The test plays the OOM killer, which kills every process of the address space guardian
+  // and its sentinel share: guardian dies without a teardown (its own process first, so the
+  // sentinel's death is never taken for a parent death).
+  for (const pid of guardianPids(h).reverse()) process.kill(pid, 'SIGKILL');
   await assert.rejects(within(h.released, EVENT_MS, 'released rejection'), (e) => {
     assert.equal(e.signal, 'SIGKILL');
     assert.ok(e.message.includes(`${spawned.cgroup}/cgroup.kill`), e.message);
