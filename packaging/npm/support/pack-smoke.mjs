@@ -22,11 +22,17 @@ const g = spawnGuarded('bash', ['-c', script, nonce], { stdio: ['ignore', 'pipe'
 let out = '';
 g.stdout.setEncoding('utf8');
 g.stdout.on('data', (d) => { out += d; });
+// The output is judged once the pipe is closed: `released` (on the events fd) can arrive in the
+// same turn of the event loop before the stdout pipe's data is read.
+const stdoutEnded = new Promise((resolve) => g.stdout.on('close', resolve));
 const timer = setTimeout(() => fail(`no released within 30 s: ${JSON.stringify(g.received)}`), 30000);
 const rel = await g.released;
 clearTimeout(timer);
 if (rel.status !== 7) fail(`released.status ${rel.status}, expected 7`);
 const left = procsWith();
 if (left.length !== 0) fail(`processes left at released: ${left.join(' ')}`);
+const outTimer = setTimeout(() => fail(`stdout not closed within 30 s; output so far ${JSON.stringify(out)}`), 30000);
+await stdoutEnded;
+clearTimeout(outTimer);
 if (out.trim() !== 'hello') fail(`provider output ${JSON.stringify(out)}`);
 console.log(`provider ran under ${where.path.replace(/^.*node_modules\//, '')}: status 7, tree gone`);
