@@ -238,10 +238,10 @@ pub fn to_json() -> String {
     fn field(out: &mut String, fl: &Field, indent: &str) {
         out.push_str(&format!(
             "{indent}{{\"name\": {}, \"type\": {}, \"presence\": {}, \"doc\": {}}}",
-            quote(fl.name),
-            quote(fl.ty.json_name()),
-            quote(fl.presence.json_name()),
-            quote(fl.doc)
+            crate::json_string(fl.name),
+            crate::json_string(fl.ty.json_name()),
+            crate::json_string(fl.presence.json_name()),
+            crate::json_string(fl.doc)
         ));
     }
     let mut out = String::from("{\n");
@@ -255,8 +255,8 @@ pub fn to_json() -> String {
     for (i, ev) in EVENTS.iter().enumerate() {
         out.push_str(&format!(
             "    {{\n      \"name\": {},\n      \"doc\": {},\n      \"last\": {},\n      \"fields\": [\n",
-            quote(ev.name),
-            quote(ev.doc),
+            crate::json_string(ev.name),
+            crate::json_string(ev.doc),
             ev.last
         ));
         for (j, fl) in ev.fields.iter().enumerate() {
@@ -267,23 +267,6 @@ pub fn to_json() -> String {
         out.push_str(if i + 1 < EVENTS.len() { ",\n" } else { "\n" });
     }
     out.push_str("  ]\n}\n");
-    out
-}
-
-/// A JSON string literal.
-fn quote(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
     out
 }
 
@@ -308,6 +291,6 @@ mod tests {
 
     #[test]
     fn json_quotes_what_it_must() {
-        assert_eq!(quote("a\"b\\c\n\u{1}"), r#""a\"b\\c\n\u0001""#);
+        assert_eq!(crate::json_string("a\"b\\c\n\u{1}"), r#""a\"b\\c\n\u0001""#);
     }
 }

@@ -5,20 +5,7 @@
 
 use super::{Commands, Kind, Opt};
 
-fn string(s: &str) -> String {
-    let mut out = String::from("\"");
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
+use crate::json_string as string;
 
 fn optional(s: Option<&str>) -> String {
     s.map_or_else(|| "null".into(), string)
