@@ -99,6 +99,10 @@ fn run(args: impl Iterator<Item = &'static OsStr>) -> Result<i32, Failure> {
     };
     log::set_level(cli::verbosity(&cli));
     if let Some(sub) = &cli.sub {
+        // A subcommand supervises nothing: it is interrupted and stopped as any program is.
+        if let Err(e) = sys::start::restore_caller_mask() {
+            log::debug!("sigprocmask(SIG_SETMASK) failed: {e}; signals stay blocked");
+        }
         return match sub {
             cli::Sub::Sweep { cgroup, leaf } => cgroup::sweep(cgroup.as_deref(), leaf.as_deref()),
             // The subcommand's --cgroup, else the one guardian itself would use (GUARDIAN_CGROUP).
@@ -262,8 +266,10 @@ fn setup_and_supervise(cli: cli::Cli) -> Result<i32, Failure> {
         debug!("{note}");
     }
 
-    // 2. Signals: remember what the caller gave us, block every catchable signal and read
-    //    them from a signalfd (`signal_step::setup`).
+    // 2. Signals: every catchable one has been blocked since guardian's first instant
+    //    (`sys::start`); keep the caller's mask for the provider and read the handled ones
+    //    from a signalfd (`signal_step::setup`).
+    test_hooks::pause_before_signal_setup();
     let setup = match signal_step::setup(cli.stop_signal) {
         Ok(setup) => setup,
         Err(e) => return Err(start_failed(events, Failure::guardian(e))),

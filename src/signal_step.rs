@@ -90,8 +90,12 @@ pub fn setup(stop_signal: StopSignal) -> Result<Setup, String> {
         sys::set_default_disposition(libc::SIGCHLD).map_err(|e| format!("sigaction(SIGCHLD, SIG_DFL) failed: {e}"))?;
     }
     let handled = handled(&|sig| sig != libc::SIGTERM && sig != stop_signal && ignored.contains(sig));
-    let original_mask =
-        sys::set_sigmask(libc::SIG_BLOCK, &handled).map_err(|e| format!("sigprocmask(SIG_BLOCK) failed: {e}"))?;
+    // Everything was blocked since guardian's first instant (`sys::start::block_until_setup`):
+    // now exactly the caller's mask plus the handled set, so a signal ignored at start that
+    // arrived meanwhile is discarded as it would have been.
+    let original_mask = sys::start::caller_mask();
+    sys::set_sigmask(libc::SIG_SETMASK, &original_mask.union(handled))
+        .map_err(|e| format!("sigprocmask(SIG_SETMASK) failed: {e}"))?;
     let sigfd = sys::signalfd(&handled).map_err(|e| {
         if e.raw_os_error().is_some_and(crate::errno::is_resource) {
             format!("signalfd() failed: {}", crate::errno::explain(&e))

@@ -3,8 +3,9 @@
 //! variables; without it each one is an empty stub the optimiser removes, so the shipped binary
 //! reads no such variable. `make test` runs the suite against the shipped configuration first,
 //! then only the tests that need these hooks against a `test-hooks` build. The hooks: a pause
-//! between a `/proc` scan and its signals (PID-reuse test), a forced full `/proc` listing, and
-//! a real fault right after start-up's signal step (`GUARDIAN_TEST_FAULT`).
+//! between a `/proc` scan and its signals (PID-reuse test), a forced full `/proc` listing, a
+//! real fault right after start-up's signal step (`GUARDIAN_TEST_FAULT`), and a pause just
+//! before it (`GUARDIAN_TEST_START_PAUSE_FILE`).
 
 #[cfg(feature = "test-hooks")]
 pub use hooks::*;
@@ -34,6 +35,25 @@ mod hooks {
         // Not a product event (no `Event` variant): its own line, in the stream's shape.
         let ts = crate::sys::monotonic().as_micros() as f64 / 1e6;
         events.emit_test_line(&format!("{{\"event\":\"test-pause\",\"ts\":{ts},\"pids\":{pids:?}}}\n"));
+        while path.exists() {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// When `GUARDIAN_TEST_START_PAUSE_FILE` names an existing file: creates `FILE.reached`
+    /// and waits until the file is removed, just before start-up's signal step (so a test can
+    /// send a signal inside guardian's start-up deterministically).
+    pub fn pause_before_signal_setup() {
+        let Some(path) = std::env::var_os("GUARDIAN_TEST_START_PAUSE_FILE") else {
+            return;
+        };
+        let path = std::path::PathBuf::from(path);
+        if !path.exists() {
+            return;
+        }
+        let mut reached = path.clone().into_os_string();
+        reached.push(".reached");
+        let _ = std::fs::write(&reached, b"");
         while path.exists() {
             std::thread::sleep(Duration::from_millis(10));
         }
@@ -91,4 +111,7 @@ mod stubs {
 
     #[inline(always)]
     pub fn fault_after_signal_setup() {}
+
+    #[inline(always)]
+    pub fn pause_before_signal_setup() {}
 }

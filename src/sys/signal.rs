@@ -34,6 +34,11 @@ impl SigSet {
     pub fn contains(&self, sig: i32) -> bool {
         (1..=64).contains(&sig) && self.0 & (1 << (sig - 1)) != 0
     }
+
+    /// The signals in either set.
+    pub const fn union(self, other: SigSet) -> SigSet {
+        SigSet(self.0 | other.0)
+    }
 }
 
 /// `rt_sigprocmask(how, set, &old)` as a raw syscall (see [`SigSet`] for why not the C

@@ -19,6 +19,9 @@
 //! and a build that does not invoke it (the unit tests) gets no second `main`.
 
 use std::ffi::{CStr, OsStr, c_char, c_int};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::signal::{SigSet, set_sigmask};
 use std::os::unix::ffi::OsStrExt;
 
 /// Defines the process's entry point, the C `main` the C library's start code calls with
@@ -45,6 +48,7 @@ pub(crate) use entry_point;
 /// `argv` holds `argc` pointers, each null or to a NUL-terminated string that lives as long as
 /// the process (the kernel's, at the top of the main thread's stack).
 pub unsafe fn args(argc: c_int, argv: *const *const c_char) -> Args {
+    block_until_setup();
     standard_fds();
     // SAFETY: sets SIGPIPE's disposition to SIG_IGN; no handler code is involved.
     unsafe {
@@ -77,6 +81,41 @@ impl Iterator for Args {
         }
         None
     }
+}
+
+/// The signal mask guardian was started with, kept by [`block_until_setup`].
+static CALLER_MASK: AtomicU64 = AtomicU64::new(0);
+
+/// guardian's first act: every catchable signal is blocked until `signal_step::setup` reads
+/// them from its signalfd. A stop request (SIGTERM) or a job-control stop that arrives in the
+/// instants after exec then waits as a pending signal and is handled like one pending at exec
+/// (docs/contract.md), instead of ending or stopping guardian by its default action before it
+/// started anything (a driver that signals right after its spawn returned hit that window).
+/// The caller's mask is kept for the provider ([`caller_mask`]); a subcommand gets it back
+/// ([`restore_caller_mask`]). If the call fails the mask is unchanged and the window stays.
+fn block_until_setup() {
+    let mut all = SigSet::empty();
+    // Not SIGPIPE: guardian's own writes raise it (a log line to a stderr nobody reads), and
+    // it is ignored from the next step on; blocked, it would be queued and later forwarded to
+    // the provider as if someone had sent it.
+    let left_out = [libc::SIGKILL, libc::SIGSTOP, libc::SIGPIPE];
+    for sig in (1..=64).filter(|s| !left_out.contains(s)) {
+        all.add(sig);
+    }
+    if let Ok(old) = set_sigmask(libc::SIG_BLOCK, &all) {
+        CALLER_MASK.store(old.0, Ordering::Relaxed);
+    }
+}
+
+/// The signal mask guardian's caller gave it (what the provider is started with).
+pub fn caller_mask() -> SigSet {
+    SigSet(CALLER_MASK.load(Ordering::Relaxed))
+}
+
+/// Gives guardian its caller's signal mask back (a subcommand, which supervises nothing, is
+/// interrupted and stopped as any program is); a signal that arrived meanwhile is delivered.
+pub fn restore_caller_mask() -> std::io::Result<()> {
+    set_sigmask(libc::SIG_SETMASK, &caller_mask()).map(drop)
 }
 
 /// As the Rust runtime does: a closed fd 0, 1 or 2 is opened on `/dev/null` (one `poll` tells

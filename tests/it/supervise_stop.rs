@@ -363,3 +363,32 @@ while :; do wait; done"#
         "the stop signal once per process; term.log: {log}"
     );
 }
+
+/// A stop request that arrives during guardian's start-up, before it reads signals from its
+/// signalfd (held there by a test hook), is a stop request, not a death by the default
+/// action: guardian blocks every catchable signal as its first act, so the SIGTERM waits
+/// pending like one pending at exec; the provider starts, hears it, and the tree is released.
+/// Without that block guardian died of it with no event at all. (The kernel's own part of
+/// exec, before guardian's first instruction, stays a window only the caller can close: by
+/// blocking the signal across the exec, or by waiting for guardian's first event.)
+#[test]
+fn a_stop_request_during_start_up_is_still_a_stop_request() {
+    need_hooks!();
+    let ctx = Ctx::new("start-up-term");
+    let pause = ctx.path("pause");
+    std::fs::write(&pause, b"").expect("pause file");
+    let mut g = ctx
+        .guardian()
+        .env("GUARDIAN_TEST_START_PAUSE_FILE", &pause)
+        .script(&format!("echo started > started; exec {}", ctx.sleep()))
+        .spawn();
+    let reached = ctx.path("pause.reached");
+    wait_for("guardian paused in its start-up", || reached.exists().then_some(()));
+    g.signal(libc::SIGTERM);
+    std::fs::remove_file(&pause).expect("release the pause");
+    let end = g.wait_end();
+    let ev = g.final_events();
+    let stopping = find(&ev, |e| e["event"] == "stopping").map(|(_, e)| e["reason"].clone());
+    assert_eq!(stopping, Some(serde_json::json!("signal")), "ended {end:?}: {ev:#?}");
+    ctx.assert_nothing_left();
+}
