@@ -437,6 +437,8 @@ class GuardedProcess {
   reported = false;
   /** kill() asked guardian to kill the tree */
   killing = false;
+  /** signals asked for before guardian's first event (sent at that event) */
+  pendingSignals = [];
   /** what the driver did about a leaf guardian left behind (for the error message) */
   leafNote = '';
   spawned = deferred();
@@ -475,6 +477,12 @@ class GuardedProcess {
 
   onEvent(ev) {
     this.events.push(ev);
+    if (this.pendingSignals.length) {
+      // guardian's first event: its signals are set up; what was asked before goes now.
+      const pending = this.pendingSignals;
+      this.pendingSignals = [];
+      for (const sig of pending) this.send(sig);
+    }
     this.phase = phaseAfter(this.phase, ev) ?? this.phase;
     switch (ev.event) {
       case 'spawned':
@@ -564,6 +572,10 @@ class GuardedProcess {
 
   streamEnd() {
     this.streamEnded = true;
+    // No first event will come: a held signal goes now, to a guardian that may still run.
+    const pending = this.pendingSignals;
+    this.pendingSignals = [];
+    for (const sig of pending) this.send(sig);
     this.wake();
     this.finish();
   }
@@ -619,8 +631,16 @@ class GuardedProcess {
     return !this.guardianExit && !this.failure && c.exitCode === null && c.signalCode === null && c.pid !== undefined;
   }
 
+  /** Signals guardian. Before its first event the signal is held and sent at that event:
+   * guardian reads signals as requests once it has set them up (before it writes anything);
+   * one that arrives in the instants after its exec would end it by the default action,
+   * before it started anything and with no `released`. */
   send(signal) {
     if (!this.running()) return false;
+    if (this.events.length === 0 && !this.streamEnded) {
+      this.pendingSignals.push(signal);
+      return true;
+    }
     try {
       return this.child.kill(signal);
     } catch (err) {

@@ -111,6 +111,22 @@ test(`[${runtime}] stop() tears a running tree down; the provider dies of SIGTER
   assert.ok(rel.signalled + rel.killed >= 1, JSON.stringify(rel));
 });
 
+test(`[${runtime}] stop() right after spawnGuarded is a stop request: released every time, nothing left`, T, async () => {
+  // Sent at once, the SIGTERM would reach guardian in the instants after its exec, before it
+  // reads signals as requests, and end it with no released; the driver holds it until
+  // guardian's first event.
+  for (let round = 0; round < 10; round++) {
+    const nonce = tracker.nonce();
+    const { command, args } = escapingProvider(nonce, { providerExits: false });
+    const h = guarded(command, args, { grace: '5s' });
+    const rel = await within(h.stop(), EVENT_MS, `released after an immediate stop() (round ${round})`);
+    assert.equal(typeof rel.status, 'number', JSON.stringify(rel));
+    await guardianExit(h);
+    await waitGone(nonce);
+    assert.deepEqual(procsWith(nonce), [], `round ${round}: nothing of the tree may be left`);
+  }
+});
+
 test(`[${runtime}] the stop is bounded: a tree that ignores SIGTERM is killed after the grace`, T, async () => {
   const nonce = tracker.nonce();
   const { command, args } = escapingProvider(nonce, { providerExits: false, ignoreTerm: true });
