@@ -1,7 +1,8 @@
 //! Spawn-to-first-byte, side by side in one run: a stdio server started by a plain
 //! `tokio::process::Command`, by `tokio::process::Command` with `guardian --` prefixed (guardian's
-//! own start-up), the same with `--events-fd 2` (guardian writing its events), and by this crate (`Command::spawn_async`, which also makes the events pipe
-//! and waits for `spawned`). Rounds interleave the three; medians and p90 in milliseconds.
+//! own start-up), the same with `--events-fd 2` (guardian writing its events), and by this crate
+//! (`Command::spawn_async`, which also makes the events pipe and passes it). Rounds interleave
+//! the four in a shuffled order; medians and p90 in milliseconds.
 //!
 //! `GUARDIAN_BIN=target/dist/guardian cargo run --release -p treeguardian-client --example bench -- [ROUNDS] [SERVER ARGS...]`
 //! The server defaults to `sh -c 'echo ready; exec cat'` (a stdio server: first byte, then it
@@ -81,11 +82,25 @@ fn main() {
             plain(&server, 2).await;
             crate_spawn(&server).await;
         }
+        // A fresh order each round (a fixed-seed xorshift): a way that always follows another
+        // inherits its after-effects (the previous guardian's exit, cache state).
+        let mut seed: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut order = [0usize, 1, 2, 3];
         for _ in 0..rounds {
-            a.push(plain(&server, 0).await);
-            b.push(plain(&server, 1).await);
-            d.push(plain(&server, 2).await);
-            c.push(crate_spawn(&server).await);
+            for i in (1..order.len()).rev() {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                order.swap(i, (seed % (i as u64 + 1)) as usize);
+            }
+            for way in order {
+                match way {
+                    0 => a.push(plain(&server, 0).await),
+                    1 => b.push(plain(&server, 1).await),
+                    2 => d.push(plain(&server, 2).await),
+                    _ => c.push(crate_spawn(&server).await),
+                }
+            }
         }
     });
     let (pa, pa90) = stats(a);

@@ -5,17 +5,20 @@
 //! blocking and the tokio handle share (the events read, `spawn`'s and `kill_now`'s decisions).
 
 use std::collections::VecDeque;
+use std::ffi::OsStr;
 use std::fmt;
 use std::fs::File;
 use std::io::{self, BufRead, BufReader};
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::path::PathBuf;
 use std::process::{ChildStderr, ChildStdin, ChildStdout, ExitStatus, Stdio};
 
+use rustix::event::{PollFd, PollFlags, Timespec};
 use rustix::process::{Pid, PidfdFlags, Signal};
 
 use crate::command::Command;
 use crate::events::{Event, Released};
+use crate::sys::Route;
 
 /// What can go wrong starting or waiting for guardian.
 #[derive(Debug)]
@@ -80,8 +83,12 @@ impl From<Error> for io::Error {
 /// guardian's process until it is reaped. Dropping it unreaped sends the stop request.
 pub(crate) struct Guard {
     pub(crate) child: Option<std::process::Child>,
-    pidfd: Option<OwnedFd>,
+    pub(crate) pidfd: Option<OwnedFd>,
     pub(crate) finished: bool,
+    /// The events pipe's write end, kept while guardian opens its own through /proc
+    /// (`sys::Route::ProcPath`): dropped once the pipe is readable (guardian opened it and
+    /// wrote) or guardian exited, so that the stream ends when guardian's end closes.
+    pub(crate) hold: Option<OwnedFd>,
 }
 
 impl Guard {
@@ -102,6 +109,37 @@ impl Guard {
     }
 }
 
+impl Guard {
+    /// Whether guardian has exited (it is then not reaped: `try_wait` keeps the status).
+    pub(crate) fn exited(&mut self) -> bool {
+        self.child.as_mut().is_none_or(|c| matches!(c.try_wait(), Ok(Some(_))))
+    }
+
+    /// Blocks until `events` is readable or guardian exited, then drops [`Guard::hold`].
+    /// Without a pidfd guardian's exit is polled every 10 ms.
+    pub(crate) fn opened(&mut self, events: BorrowedFd<'_>) {
+        if self.hold.is_none() {
+            return;
+        }
+        let tick = Timespec { tv_sec: 0, tv_nsec: 10_000_000 };
+        loop {
+            let mut fds = vec![PollFd::from_borrowed_fd(events, PollFlags::IN)];
+            if let Some(pidfd) = &self.pidfd {
+                fds.push(PollFd::new(pidfd, PollFlags::IN));
+            }
+            let timeout = if self.pidfd.is_some() { None } else { Some(&tick) };
+            let failed = !matches!(rustix::event::poll(&mut fds, timeout), Ok(_) | Err(rustix::io::Errno::INTR));
+            // (poll cannot fail on two valid fds; if it did, waiting on would never end)
+            let ready = fds.iter().any(|f| !f.revents().is_empty());
+            drop(fds);
+            if failed || ready || self.exited() {
+                self.hold = None;
+                return;
+            }
+        }
+    }
+}
+
 impl Drop for Guard {
     fn drop(&mut self) {
         let exited = match self.child.as_mut() {
@@ -117,10 +155,19 @@ impl Drop for Guard {
         }
         // guardian now stops and reaps the tree (bounded by its grace) and exits; a thread
         // reaps it so it does not stay a zombie. If this process exits first, guardian sees
-        // its parent die and tears the tree down all the same.
-        let _ = std::thread::Builder::new().name("treeguardian-reap".into()).spawn(move || child.wait());
+        // its parent die and tears the tree down all the same. A held write end goes with the
+        // thread: guardian may not have opened its own yet (it would fail to, and say so).
+        let hold = self.hold.take();
+        let _ = std::thread::Builder::new().name("treeguardian-reap".into()).spawn(move || {
+            let status = child.wait();
+            drop(hold);
+            status
+        });
     }
 }
+
+/// How long a stop request waits for guardian to be ready for it (`State::until_ready`).
+const READY_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// What the events said so far.
 #[derive(Default)]
@@ -165,31 +212,21 @@ pub(crate) struct State {
     pub(crate) guard: Guard,
     pub(crate) queue: VecDeque<Event>,
     pub(crate) tracker: Tracker,
-    provider_pid: u32,
-}
-
-/// How `spawn` goes on after an event read before `spawned`.
-pub(crate) enum Starting {
-    /// The provider runs (its pid is now known).
-    Spawned,
-    /// guardian's `error`: it could not start the provider.
-    Failed(Error),
-    /// The stream ended without either.
-    Ended,
-    /// Another event: read on.
-    More,
+    provider_pid: Option<u32>,
+    /// guardian's status once reaped.
+    pub(crate) reaped: Option<ExitStatus>,
 }
 
 impl State {
     pub(crate) fn new(guard: Guard) -> State {
-        State { guard, queue: VecDeque::new(), tracker: Tracker::default(), provider_pid: 0 }
+        State { guard, queue: VecDeque::new(), tracker: Tracker::default(), provider_pid: None, reaped: None }
     }
 
     pub(crate) fn guardian_pid(&self) -> u32 {
         self.guard.child.as_ref().map_or(0, std::process::Child::id)
     }
 
-    pub(crate) fn provider_pid(&self) -> u32 {
+    pub(crate) fn provider_pid(&self) -> Option<u32> {
         self.provider_pid
     }
 
@@ -197,23 +234,51 @@ impl State {
     /// [`Event::Other`]), followed by the tracker, queued; returned.
     pub(crate) fn take_line(&mut self, line: &str) -> Event {
         let event = Event::parse(line).unwrap_or(Event::Other { line: line.trim_end().to_string() });
+        if let Event::Spawned { pid, .. } = event {
+            self.provider_pid = u32::try_from(pid).ok();
+        }
         self.tracker.observe(&event);
         self.guard.finished = self.tracker.finished();
         self.queue.push_back(event.clone());
         event
     }
 
-    /// `spawn`'s reading of `event` (`None`: the stream ended).
-    pub(crate) fn starting(&mut self, event: Option<Event>) -> Starting {
-        match event {
-            Some(Event::Spawned { pid, .. }) => {
-                self.provider_pid = pid as u32;
-                Starting::Spawned
-            }
-            Some(Event::Error { status, message, .. }) => Starting::Failed(Error::Guardian { status, message }),
-            Some(_) => Starting::More,
-            None => Starting::Ended,
+    /// Before a stop request: waits (polls, reading nothing) until guardian wrote its first
+    /// event or exited, at most [`READY_WAIT`]. guardian takes SIGTERM as a stop request once
+    /// its signals are set up, which is before its first event; a SIGTERM in the first
+    /// instants after its exec would end it by the default action instead (with nothing
+    /// started yet, so nothing left, but no `released` either).
+    pub(crate) fn until_ready(&self, events: BorrowedFd<'_>) {
+        if self.provider_pid.is_some() || self.tracker.finished() || !self.queue.is_empty() {
+            return;
         }
+        let deadline = std::time::Instant::now() + READY_WAIT;
+        loop {
+            let mut fds = vec![PollFd::from_borrowed_fd(events, PollFlags::IN)];
+            if let Some(pidfd) = &self.guard.pidfd {
+                fds.push(PollFd::new(pidfd, PollFlags::IN));
+            }
+            let left =
+                deadline.saturating_duration_since(std::time::Instant::now()).min(std::time::Duration::from_millis(10));
+            let tick = Timespec { tv_sec: 0, tv_nsec: i64::from(left.subsec_nanos()) };
+            let polled = rustix::event::poll(&mut fds, Some(&tick));
+            if matches!(polled, Ok(n) if n > 0)
+                || left.is_zero()
+                || matches!(polled, Err(e) if e != rustix::io::Errno::INTR)
+            {
+                return;
+            }
+        }
+    }
+
+    /// `wait_spawned`'s answer so far: the provider's pid, guardian's `error`, or `None`
+    /// (read on; at the end of the stream it is [`Error::Ended`]).
+    pub(crate) fn spawned(&self) -> Option<Result<u32, Error>> {
+        if let Some(pid) = self.provider_pid {
+            return Some(Ok(pid));
+        }
+        let (status, message) = self.tracker.error.clone()?;
+        Some(Err(Error::Guardian { status, message }))
     }
 
     /// `kill_now`'s first step (guardian's kill-now rule): SIGTERM unless the tree is released
@@ -254,17 +319,29 @@ pub(crate) struct Started {
 pub(crate) fn start(cmd: &mut Command) -> Result<Started, Error> {
     let guardian = crate::find::guardian(cmd.guardian.as_deref()).map_err(Error::NotFound)?;
     let (read, write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).map_err(io::Error::from)?;
-    let mut std_cmd = cmd.std_command(&guardian, write.as_raw_fd());
+    let route = crate::sys::route(&write);
+    let fd_text = write.as_raw_fd().to_string();
+    let events = match &route {
+        Route::ProcPath(path) => (crate::command::EVENTS_FILE, path.as_os_str()),
+        Route::Inherit => (crate::command::EVENTS_FD, OsStr::new(&fd_text)),
+    };
+    let mut std_cmd = cmd.std_command(&guardian, events);
     std_cmd.stdin(cmd.stdin.take().unwrap_or_else(Stdio::inherit));
     std_cmd.stdout(cmd.stdout.take().unwrap_or_else(Stdio::inherit));
     std_cmd.stderr(cmd.stderr.take().unwrap_or_else(Stdio::inherit));
-    crate::sys::inherit_in_child(&mut std_cmd, write.as_raw_fd());
+    if let Route::Inherit = route {
+        crate::sys::inherit_in_child(&mut std_cmd, write.as_raw_fd());
+    }
     let mut std = std_cmd.spawn().map_err(|source| Error::Spawn { guardian, source })?;
-    drop(write);
+    let hold = match route {
+        Route::ProcPath(_) => Some(write),
+        Route::Inherit => None,
+    };
     let pidfd = rustix::process::pidfd_open(Pid::from_child(&std), PidfdFlags::empty()).ok();
     // The stdio goes to the caller's handle; the Guard owns the process.
     let (stdin, stdout, stderr) = (std.stdin.take(), std.stdout.take(), std.stderr.take());
-    Ok(Started { guard: Guard { child: Some(std), pidfd, finished: false }, events: read, stdin, stdout, stderr })
+    let guard = Guard { child: Some(std), pidfd, finished: false, hold };
+    Ok(Started { guard, events: read, stdin, stdout, stderr })
 }
 
 /// A provider running under guardian (from [`Command::spawn`]). Dropping it without
@@ -280,31 +357,19 @@ pub struct Child {
 }
 
 impl Command {
-    /// Starts guardian with the provider and returns once guardian reported `spawned` (so the
-    /// provider's pid is known), or an error: guardian not found, not startable, or its `error`
-    /// event (the provider could not be started).
+    /// Starts guardian with the provider and returns once guardian runs (as
+    /// `std::process::Command::spawn` returns once its program runs), or an error: guardian
+    /// not found or not startable. That the provider could not be started (guardian's `error`
+    /// event, status 126 or 127) is [`Child::wait_spawned`]'s error, and `wait`'s.
     pub fn spawn(&mut self) -> Result<Child, Error> {
         let s = start(self)?;
-        let mut child = Child {
+        Ok(Child {
             state: State::new(s.guard),
             events: BufReader::new(File::from(s.events)),
             stdin: s.stdin,
             stdout: s.stdout,
             stderr: s.stderr,
-        };
-        loop {
-            let event = child.read_event();
-            match child.state.starting(event) {
-                Starting::Spawned => return Ok(child),
-                Starting::Failed(e) => {
-                    drop(child.stdin.take());
-                    let _ = child.reap();
-                    return Err(e);
-                }
-                Starting::Ended => return Err(Error::Ended(child.reap()?)),
-                Starting::More => {}
-            }
-        }
+        })
     }
 }
 
@@ -313,13 +378,29 @@ impl Child {
     pub fn guardian_pid(&self) -> u32 {
         self.state.guardian_pid()
     }
-    /// The provider's pid (from the `spawned` event).
-    pub fn provider_pid(&self) -> u32 {
+    /// The provider's pid, once the `spawned` event was read (by [`Child::wait_spawned`],
+    /// [`Child::next_event`] or any verb that reads events).
+    pub fn provider_pid(&self) -> Option<u32> {
         self.state.provider_pid()
+    }
+
+    /// Waits for the `spawned` event (it stays queued for [`Child::next_event`]) and returns
+    /// the provider's pid; [`Error::Guardian`] when guardian could not start the provider
+    /// (status 126 or 127, with its message), [`Error::Ended`] when guardian ended first.
+    pub fn wait_spawned(&mut self) -> Result<u32, Error> {
+        loop {
+            if let Some(answer) = self.state.spawned() {
+                return answer;
+            }
+            if self.read_event().is_none() {
+                return Err(Error::Ended(self.reap()?));
+            }
+        }
     }
 
     /// Reads one event into the queue's order; `None` at the end of the stream.
     fn read_event(&mut self) -> Option<Event> {
+        self.state.guard.opened(self.events.get_ref().as_fd());
         let mut line = String::new();
         loop {
             line.clear();
@@ -346,8 +427,11 @@ impl Child {
     }
 
     /// The stop request: SIGTERM to guardian, which sends the tree the stop signal, waits the
-    /// grace, SIGKILLs what is left and reaps everything. Does not wait.
+    /// grace, SIGKILLs what is left and reaps everything. Does not wait for that; right after
+    /// `spawn` it first waits for guardian to be ready to take it (its first event, within its
+    /// start-up).
     pub fn stop(&self) -> io::Result<()> {
+        self.state.until_ready(self.events.get_ref().as_fd());
         self.state.guard.signal()
     }
 
@@ -356,6 +440,7 @@ impl Child {
     /// once guardian acknowledged (`stopping` with `kill-request`, or the stream ended); the
     /// events read meanwhile stay queued for [`Child::next_event`].
     pub fn kill_now(&mut self) -> io::Result<()> {
+        self.state.until_ready(self.events.get_ref().as_fd());
         if self.state.kill_first()? {
             while let Some(event) = self.read_event() {
                 if self.state.kill_on(&event)? {
@@ -377,9 +462,12 @@ impl Child {
     }
 
     fn reap(&mut self) -> io::Result<ExitStatus> {
-        match self.state.guard.child.take() {
-            Some(mut child) => child.wait(),
-            None => Err(io::Error::other("guardian was already reaped")),
+        if let Some(status) = self.state.reaped {
+            return Ok(status);
         }
+        let mut child = self.state.guard.child.take().ok_or_else(|| io::Error::other("guardian was already reaped"))?;
+        let status = child.wait()?;
+        self.state.reaped = Some(status);
+        Ok(status)
     }
 }

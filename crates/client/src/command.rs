@@ -30,8 +30,10 @@ pub(crate) fn flag(opt: Opt) -> String {
     format!("--{}", opt.long())
 }
 
-/// The option through which the crate hands guardian the events pipe (not a builder option).
+/// The options through which the crate hands guardian the events pipe (not builder options):
+/// an inherited fd, or a path guardian opens (see `sys::Route`).
 pub(crate) const EVENTS_FD: Opt = Opt::EventsFd;
+pub(crate) const EVENTS_FILE: Opt = Opt::EventsFile;
 
 #[derive(Clone, Debug)]
 enum EnvOp {
@@ -203,10 +205,11 @@ impl Command {
         out
     }
 
-    /// The std command that starts `guardian` with these settings (no stdio, no events fd).
-    pub(crate) fn std_command(&self, guardian: &Path, events_fd: i32) -> std::process::Command {
+    /// The std command that starts `guardian` with these settings and `events` (the events
+    /// option and its value), without stdio.
+    pub(crate) fn std_command(&self, guardian: &Path, events: (Opt, &OsStr)) -> std::process::Command {
         let mut cmd = std::process::Command::new(guardian);
-        cmd.args(self.option_args()).arg(flag(EVENTS_FD)).arg(events_fd.to_string()).arg("--").arg(&self.program);
+        cmd.args(self.option_args()).arg(flag(events.0)).arg(events.1).arg("--").arg(&self.program);
         cmd.args(&self.args);
         for op in &self.env {
             match op {
@@ -231,7 +234,7 @@ mod tests {
     #[test]
     fn options_are_the_main_commands() {
         use treeguardian_spec::options::Commands;
-        for opt in OPTIONS.iter().chain([&EVENTS_FD]) {
+        for opt in OPTIONS.iter().chain([&EVENTS_FD, &EVENTS_FILE]) {
             assert!(opt.commands().has(Commands::MAIN), "{opt:?}");
         }
         let flags: Vec<Opt> = OPTIONS.iter().copied().filter(|o| !o.kind().takes_value()).collect();

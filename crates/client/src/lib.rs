@@ -21,5 +21,5 @@ pub use transport::GuardianTransport;
 #[doc(hidden)]
 /// The guardian flags this crate writes, for checks against `spec/options.json`.
 pub fn option_flags() -> Vec<String> {
-    command::OPTIONS.iter().copied().chain([command::EVENTS_FD]).map(command::flag).collect()
+    command::OPTIONS.iter().copied().chain([command::EVENTS_FD, command::EVENTS_FILE]).map(command::flag).collect()
 }

@@ -1,9 +1,56 @@
-//! sys: the crate's only `unsafe`. Passing the events pipe's write end to guardian: it is
-//! created close-on-exec like every other fd, and only the forked child clears the flag on its
-//! own copy right before exec, so no other process the host spawns meanwhile can inherit it.
+//! sys: how the events pipe's write end reaches guardian. Two routes, chosen per spawn:
+//!
+//! * [`Route::ProcPath`] (the usual one): guardian opens `/proc/<this pid>/fd/<N>` itself
+//!   (`--events-file`), which opens the same pipe. Nothing has to survive an exec, so std
+//!   keeps its `posix_spawn` (vfork) path; the `pre_exec` of the other route makes it fork,
+//!   which cost ~0.18 ms of every spawn (`examples/bench.rs`). The write end stays open here
+//!   until guardian has opened its own (its first event) or has exited.
+//! * [`Route::Inherit`]: the write end is inherited as `--events-fd N`. It is created
+//!   close-on-exec like every other fd, and only the forked child clears the flag on its own
+//!   copy right before exec, so no other process the host spawns meanwhile can inherit it.
+//!   Taken when guardian could not open the /proc path (see [`route`]).
+//!
+//! The crate's only `unsafe` is the `pre_exec` of the second route.
 
-use std::os::fd::RawFd;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+
+/// How guardian gets the events pipe.
+pub(crate) enum Route {
+    /// `--events-file /proc/<pid>/fd/<n>`.
+    ProcPath(PathBuf),
+    /// `--events-fd <n>`, the fd inherited through a `pre_exec` step.
+    Inherit,
+}
+
+/// Set (to anything) in the calling process: always take [`Route::Inherit`].
+pub(crate) const FORCE_INHERIT: &str = "TREEGUARDIAN_EVENTS_INHERIT";
+
+/// The route for the write end `write`. The /proc path is taken only when guardian (this
+/// process's uid, started by it) will be allowed to open it and it is this pipe: the kernel
+/// lets another process open `/proc/<pid>/fd/<n>` only with ptrace read access, which a
+/// non-dumpable process (`PR_SET_DUMPABLE` 0, set-id programs) denies, and which needs
+/// guardian's capabilities to cover this process's permitted set (none for an unprivileged
+/// host; guardian started as root gets the full set). The path is checked to name `write`'s
+/// pipe (a /proc of another pid namespace, or a thread with its own fd table, would not).
+pub(crate) fn route(write: &OwnedFd) -> Route {
+    if std::env::var_os(FORCE_INHERIT).is_some() {
+        return Route::Inherit;
+    }
+    let dumpable = matches!(rustix::process::dumpable_behavior(), Ok(rustix::process::DumpableBehavior::Dumpable));
+    let caps_covered = rustix::process::geteuid().is_root()
+        || rustix::thread::capabilities(None).is_ok_and(|c| c.permitted.is_empty());
+    if !dumpable || !caps_covered {
+        return Route::Inherit;
+    }
+    let path = PathBuf::from(format!("/proc/{}/fd/{}", std::process::id(), write.as_raw_fd()));
+    let same = match (rustix::fs::stat(&path), rustix::fs::fstat(write.as_fd())) {
+        (Ok(a), Ok(b)) => a.st_dev == b.st_dev && a.st_ino == b.st_ino,
+        _ => false,
+    };
+    if same { Route::ProcPath(path) } else { Route::Inherit }
+}
 
 /// Lets `fd` (close-on-exec in this process) survive the exec of `cmd`'s program, in the child
 /// only.

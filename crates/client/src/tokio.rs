@@ -2,13 +2,18 @@
 //! owns guardian, so a dropped `AsyncChild` stops the tree without a runtime (even while the
 //! runtime shuts down); the same [`State`] reads the events and makes `kill_now`'s decisions.
 
+use std::future::Future;
 use std::io;
+use std::os::fd::AsFd;
+use std::task::Poll;
+use std::time::Duration;
 
-use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::io::unix::AsyncFd;
+use tokio::io::{AsyncBufReadExt, BufReader, Interest};
 use tokio::net::unix::pipe::Receiver;
 use tokio::process::{ChildStderr, ChildStdin, ChildStdout};
 
-use crate::child::{Error, Starting, State};
+use crate::child::{Error, Guard, State};
 use crate::command::Command;
 use crate::events::{Event, Released};
 
@@ -31,29 +36,59 @@ impl Command {
     /// a runtime (the pipes are registered with its reactor).
     pub async fn spawn_async(&mut self) -> Result<AsyncChild, Error> {
         let s = crate::child::start(self)?;
-        let events = Receiver::from_owned_fd(s.events)?;
-        let mut child = AsyncChild {
+        Ok(AsyncChild {
             state: State::new(s.guard),
-            events: BufReader::new(events),
+            events: BufReader::new(Receiver::from_owned_fd(s.events)?),
             line: Vec::new(),
             stdin: s.stdin.map(ChildStdin::from_std).transpose()?,
             stdout: s.stdout.map(ChildStdout::from_std).transpose()?,
             stderr: s.stderr.map(ChildStderr::from_std).transpose()?,
-        };
-        loop {
-            let event = child.read_event().await;
-            match child.state.starting(event) {
-                Starting::Spawned => return Ok(child),
-                Starting::Failed(e) => {
-                    drop(child.stdin.take());
-                    let _ = child.reap().await;
-                    return Err(e);
-                }
-                Starting::Ended => return Err(Error::Ended(child.reap().await?)),
-                Starting::More => {}
-            }
-        }
+        })
     }
+}
+
+/// `Guard::opened` on the reactor: resolves once `events` is readable (guardian opened its end
+/// and wrote) or guardian exited (its pidfd; without one, polled every 10 ms); then the held
+/// write end is dropped. Cancel-safe: until then it stays held.
+async fn opened(events: &Receiver, guard: &mut Guard) -> io::Result<()> {
+    if guard.hold.is_none() {
+        return Ok(());
+    }
+    let pidfd = match &guard.pidfd {
+        // Deprecated for an inner value that could close its fd while registered (tokio
+        // #8587); an OwnedFd owned by the AsyncFd cannot, and `register_with_interest` would
+        // need tokio 1.51.6.
+        #[allow(deprecated)]
+        Some(fd) => Some(AsyncFd::with_interest(fd.try_clone()?, Interest::READABLE)?),
+        None => None,
+    };
+    let mut tick = None;
+    std::future::poll_fn(|cx| -> Poll<io::Result<()>> {
+        if events.poll_read_ready(cx)?.is_ready() {
+            return Poll::Ready(Ok(()));
+        }
+        match &pidfd {
+            Some(p) => {
+                if p.poll_read_ready(cx)?.is_ready() {
+                    return Poll::Ready(Ok(()));
+                }
+            }
+            None => loop {
+                if guard.exited() {
+                    return Poll::Ready(Ok(()));
+                }
+                let sleep = tick.get_or_insert_with(|| Box::pin(tokio::time::sleep(Duration::from_millis(10))));
+                if sleep.as_mut().poll(cx).is_pending() {
+                    break;
+                }
+                tick = None;
+            },
+        }
+        Poll::Pending
+    })
+    .await?;
+    guard.hold = None;
+    Ok(())
 }
 
 impl AsyncChild {
@@ -61,12 +96,29 @@ impl AsyncChild {
     pub fn guardian_pid(&self) -> u32 {
         self.state.guardian_pid()
     }
-    /// The provider's pid (from the `spawned` event).
-    pub fn provider_pid(&self) -> u32 {
+    /// The provider's pid, once the `spawned` event was read: see
+    /// [`crate::Child::provider_pid`].
+    pub fn provider_pid(&self) -> Option<u32> {
         self.state.provider_pid()
     }
 
+    /// Waits for the `spawned` event: see [`crate::Child::wait_spawned`].
+    pub async fn wait_spawned(&mut self) -> Result<u32, Error> {
+        loop {
+            if let Some(answer) = self.state.spawned() {
+                return answer;
+            }
+            if self.read_event().await.is_none() {
+                return Err(Error::Ended(self.reap().await?));
+            }
+        }
+    }
+
     async fn read_event(&mut self) -> Option<Event> {
+        if opened(self.events.get_ref(), &mut self.state.guard).await.is_err() {
+            // (registering the pidfd failed: wait no longer for guardian's open)
+            self.state.guard.hold = None;
+        }
         let line = loop {
             match self.events.read_until(b'\n', &mut self.line).await {
                 Ok(0) | Err(_) => return None,
@@ -91,13 +143,16 @@ impl AsyncChild {
         self.state.queue.pop_front()
     }
 
-    /// The stop request (SIGTERM to guardian). Does not wait.
+    /// The stop request (SIGTERM to guardian): see [`crate::Child::stop`] (right after
+    /// `spawn_async` it blocks until guardian is ready for it, within guardian's start-up).
     pub fn stop(&self) -> io::Result<()> {
+        self.state.until_ready(self.events.get_ref().as_fd());
         self.state.guard.signal()
     }
 
     /// Kill the tree now: see [`crate::Child::kill_now`].
     pub async fn kill_now(&mut self) -> io::Result<()> {
+        self.state.until_ready(self.events.get_ref().as_fd());
         if self.state.kill_first()? {
             while let Some(event) = self.read_event().await {
                 if self.state.kill_on(&event)? {
@@ -126,11 +181,16 @@ impl AsyncChild {
     }
 
     pub(crate) async fn reap(&mut self) -> io::Result<std::process::ExitStatus> {
-        let mut child = self.state.guard.child.take().ok_or_else(|| io::Error::other("guardian was already reaped"))?;
-        match child.try_wait()? {
-            Some(status) => Ok(status),
-            // guardian exits right after its last event; the wait is short, but blocking.
-            None => tokio::task::spawn_blocking(move || child.wait()).await.map_err(io::Error::other)?,
+        if let Some(status) = self.state.reaped {
+            return Ok(status);
         }
+        let mut child = self.state.guard.child.take().ok_or_else(|| io::Error::other("guardian was already reaped"))?;
+        let status = match child.try_wait()? {
+            Some(status) => status,
+            // guardian exits right after its last event; the wait is short, but blocking.
+            None => tokio::task::spawn_blocking(move || child.wait()).await.map_err(io::Error::other)??,
+        };
+        self.state.reaped = Some(status);
+        Ok(status)
     }
 }

@@ -35,6 +35,9 @@ impl GuardianTransport {
     pub async fn spawn(cmd: &mut Command) -> Result<GuardianTransport, Error> {
         cmd.stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped());
         let mut child = cmd.spawn_async().await?;
+        // A server that cannot start is spawn's error here (guardian's 126 or 127, with its
+        // message), not a closed connection at the first request.
+        child.wait_spawned().await?;
         let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
             return Err(Error::Io(io::Error::other("the server's stdio was not piped")));
         };

@@ -2,6 +2,7 @@
 
 mod common;
 
+use std::os::unix::process::ExitStatusExt;
 use std::time::Duration;
 
 use common::{Sweep, gone_within, guardian, nonce, present_within};
@@ -59,4 +60,23 @@ fn dropped_after_the_runtime() {
     drop(rt);
     drop(child);
     gone_within(&tag, LIMIT).expect("nothing left");
+}
+
+/// `stop()` right after `spawn_async` (guardian may not have set its signals up yet): a stop
+/// request all the same, every time: `released`, nothing left.
+#[tokio::test]
+async fn stop_right_after_spawn_is_a_stop_request() {
+    let tag = nonce("async-early-stop");
+    let _sweep = Sweep(tag.clone());
+    for round in 0..10 {
+        let child = sh(&format!("setsid sh -c 'sleep 300; : {tag}' & sleep 300; : {tag}"))
+            .grace(Duration::from_secs(5))
+            .spawn_async()
+            .await
+            .expect("spawn");
+        child.stop().expect("stop");
+        let released = child.wait().await.unwrap_or_else(|e| panic!("round {round}: {e}"));
+        assert_eq!(released.exit_status.and_then(|s| s.signal()), Some(libc::SIGTERM), "round {round}");
+        gone_within(&tag, LIMIT).expect("nothing left");
+    }
 }

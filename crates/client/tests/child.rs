@@ -26,7 +26,8 @@ fn events_then_released_and_nothing_left() {
         .grace(Duration::from_secs(5))
         .spawn()
         .expect("spawn");
-    assert!(child.provider_pid() > 0 && child.guardian_pid() > 0);
+    let pid = child.wait_spawned().expect("spawned");
+    assert!(pid > 0 && child.provider_pid() == Some(pid) && child.guardian_pid() > 0);
     let mut out = String::new();
     child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
     assert_eq!(out, "hi\n");
@@ -94,13 +95,46 @@ fn stop_is_a_graceful_stop() {
 fn a_provider_that_cannot_start_is_an_error() {
     let mut cmd = Command::new("/nonexistent/tgc-provider");
     cmd.guardian(guardian());
-    match cmd.spawn() {
+    let mut child = cmd.spawn().expect("guardian itself starts");
+    match child.wait_spawned() {
         Err(Error::Guardian { status, message }) => {
             assert_eq!(status, 127, "{message}");
             assert!(message.contains("tgc-provider"), "{message}");
         }
-        other => panic!("expected guardian's error event, got {:?}", other.map(|c| c.provider_pid())),
+        other => panic!("expected guardian's error event, got {other:?}"),
     }
+    assert_eq!(child.provider_pid(), None);
+    match child.wait() {
+        Err(Error::Guardian { status: 127, .. }) => {}
+        other => panic!("wait: expected guardian's error, got {other:?}"),
+    }
+}
+
+/// guardian opens `/proc/<this pid>/fd/<n>` itself, so std spawns it without a `pre_exec`
+/// step (posix_spawn, not fork); the events arrive all the same.
+#[test]
+fn the_events_pipe_is_passed_by_its_proc_path() {
+    // (cat runs until wait() closes its stdin: guardian's cmdline is read while it runs)
+    // (read once guardian reported `spawned`: right after spawn() its exec may still be
+    // loading the program, with no arguments in /proc yet)
+    let mut child = sh("exec cat").stdin(Stdio::piped()).spawn().expect("spawn");
+    assert!(child.wait_spawned().is_ok());
+    let argv = std::fs::read(format!("/proc/{}/cmdline", child.guardian_pid())).expect("guardian's cmdline");
+    let want = format!("--events-file\0/proc/{}/fd/", std::process::id());
+    assert!(argv.windows(want.len()).any(|w| w == want.as_bytes()), "{:?}", String::from_utf8_lossy(&argv));
+    assert_eq!(child.wait().expect("released").status, 0);
+}
+
+/// Dropped at once, before guardian opened the events pipe: the held write end goes with
+/// the reaping thread, so guardian still opens it and stops the tree.
+#[test]
+fn drop_right_after_spawn_leaves_nothing() {
+    let tag = nonce("early-drop");
+    let _sweep = Sweep(tag.clone());
+    for _ in 0..5 {
+        drop(sh(&format!("setsid sh -c 'sleep 300; : {tag}' & sleep 300; : {tag}")).spawn().expect("spawn"));
+    }
+    gone_within(&tag, LIMIT).expect("nothing left");
 }
 
 #[test]
