@@ -42,6 +42,46 @@ out = subprocess.run([sys.executable, "-m", "treeguardian", "--version"], captur
 assert out.startswith("guardian "), out
 print("python: installed wheel ok:", path, out.strip())
 PY
+say "pip takes each wheel on musl and glibc platforms (its own tag rules), and the binary needs no libc"
+# No musl distribution's Python can be installed here (no image registry), so pip's resolver is
+# given the platform tags such a host's pip offers (PEP 656 and 600: a musl 1.2 host takes
+# musllinux_1_2 down to _1_0; a glibc 2.28 host manylinux_2_28 down to _2_17 and manylinux2014),
+# and the binary is checked to be static: no ELF interpreter, so it runs on any libc.
+for host in musl-1.1 musl-1.2 glibc-2.17 glibc-2.28; do
+  for arch in x86_64 aarch64; do
+    case $host in
+      musl-1.1) plats="musllinux_1_1 musllinux_1_0" ;;
+      musl-1.2) plats="musllinux_1_2 musllinux_1_1 musllinux_1_0" ;;
+      glibc-2.17) plats="manylinux_2_17 manylinux2014" ;;
+      glibc-2.28) plats="manylinux_2_28 manylinux_2_27 manylinux_2_26 manylinux_2_25 manylinux_2_24 manylinux_2_17 manylinux2014" ;;
+    esac
+    flags=; for p in $plats; do flags="$flags --platform ${p}_$arch"; done
+    # shellcheck disable=SC2086
+    "$work/empty/bin/python" -m pip download -q --disable-pip-version-check --no-index --find-links "$wheels" \
+      --only-binary=:all: $flags --python-version 3.12 -d "$work/platform-$host-$arch" treeguardian
+    got=$(ls "$work/platform-$host-$arch")
+    case $got in
+      treeguardian-*-py3-none-*"$arch".whl) echo "python: a $host $arch host's pip takes $got" ;;
+      *) echo "python: a $host $arch host's pip took '$got'" >&2; exit 1 ;;
+    esac
+  done
+done
+for whl in "$wheels"/treeguardian-*-py3-none-*.whl; do
+  python3 - "$whl" <<'PY'
+import struct, sys, zipfile
+whl = sys.argv[1]
+with zipfile.ZipFile(whl) as z:
+    name = next(n for n in z.namelist() if n.endswith("/scripts/guardian"))
+    elf = z.read(name)
+assert elf[:4] == b"\x7fELF" and elf[4] == 2, "not a 64-bit ELF"
+phoff, = struct.unpack_from("<Q", elf, 0x20)
+phentsize, phnum = struct.unpack_from("<HH", elf, 0x36)
+types = [struct.unpack_from("<I", elf, phoff + i * phentsize)[0] for i in range(phnum)]
+assert 3 not in types, f"{whl}: the guardian binary has an ELF interpreter (PT_INTERP): it is not static"
+print(f"python: {whl.rsplit('/', 1)[-1]}: guardian is static (no PT_INTERP)")
+PY
+done
+
 say "the sdist refuses to build, with the reason"
 if "$work/empty/bin/python" -m $PIP --no-build-isolation "$wheels"/treeguardian-*.tar.gz >"$work/sdist.log" 2>&1; then
   echo "python: the sdist built a wheel; it must refuse" >&2; exit 1

@@ -63,6 +63,41 @@ def test_stop_and_kill_now(tag: Tag) -> None:
     assert out is not None and out.kind == "signalled" and out.signal == signal.SIGKILL
 
 
+def test_stop_right_after_the_start_is_a_stop_request(tag: Tag) -> None:
+    # Sent at once, the SIGTERM would reach guardian in the instants after its exec, before it
+    # reads signals as requests, and end it with no released: stop() waits for its first event.
+    for _ in range(10):
+        p = treeguardian.Popen(["sh", "-c", f"setsid sleep {tag.sleep()} & sleep {tag.sleep()}", tag.nonce])
+        p.stop()
+        p.wait(30)
+        assert isinstance(p.released, Released), p.events
+        tag.assert_nothing_left()
+
+
+def _is_sleep(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().startswith(b"sleep\0")
+    except OSError:
+        return False
+
+
+def test_a_grace_from_the_environment_is_waited_for(tag: Tag) -> None:
+    # GUARDIAN_GRACE=5s and no grace=: leaving the block must wait guardian's 5 s grace (which
+    # ends with guardian's own SIGKILL), not the default 1 s and then ask to kill now.
+    env = {**os.environ, "GUARDIAN_GRACE": "5s"}
+    script = f"trap '' TERM; sleep {tag.sleep()}; wait"
+    with treeguardian.Popen(["sh", "-c", script, tag.nonce], env=env) as p:
+        p.wait_spawned(10)
+        # the tagged sleep runs: the provider has set its trap (a SIGTERM before would end it)
+        wait_for("the tagged sleep", lambda: True if any(_is_sleep(x) for x in tag.live()) else None)
+    tag.assert_nothing_left()
+    reasons = [e.reason for e in p.events if isinstance(e, treeguardian.Stopping)]
+    assert reasons == ["signal"], (reasons, p.events)
+    stopping = next(e for e in p.events if isinstance(e, treeguardian.Stopping))
+    assert stopping.grace_ms == 5000, stopping
+
+
 def test_context_manager_stops_a_running_tree(tag: Tag) -> None:
     with treeguardian.Popen(["sh", "-c", f"sleep {tag.sleep()} & sleep {tag.sleep()}", tag.nonce]) as p:
         p.wait_spawned(10)

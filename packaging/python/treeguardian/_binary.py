@@ -49,6 +49,19 @@ def binary() -> str:
     return path
 
 
+def cached_binary() -> str:
+    """:func:`binary` without re-checking a path found before (a spawn's fast path: the start
+    itself fails if the file is gone, and then :func:`forget_binary` and :func:`binary` name
+    what is missing)."""
+    cached = _found.get(os.environ.get(ENV_OVERRIDE) or "")
+    return cached if cached is not None else binary()
+
+
+def forget_binary() -> None:
+    """Drops the paths found so far: the next :func:`binary` searches again."""
+    _found.clear()
+
+
 def _search(override: "str | None") -> str:
     if override:
         if not os.path.isabs(override) or not os.access(override, os.X_OK):

@@ -57,11 +57,12 @@ def duration_text(value: Duration) -> str:
 
 
 def duration_seconds(value: Duration) -> float:
-    """guardian's duration text (``0``, ``500ms``, ``1.5s``, ``2m``, bare seconds) -> seconds."""
+    """guardian's duration text (``0``, ``500ms``, ``1.5s``, ``2m``, ``250000000ns``, bare
+    seconds) -> seconds."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
     text = str(value).strip()
-    for suffix, scale in (("ms", 0.001), ("s", 1.0), ("m", 60.0), ("h", 3600.0)):
+    for suffix, scale in (("ns", 1e-9), ("us", 1e-6), ("ms", 0.001), ("s", 1.0), ("m", 60.0), ("h", 3600.0)):
         if text.endswith(suffix) and text[: -len(suffix)].replace(".", "", 1).isdigit():
             return float(text[: -len(suffix)]) * scale
     return float(text)

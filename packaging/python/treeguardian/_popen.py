@@ -6,16 +6,15 @@ Each API keeps only how it signals, waits and sleeps."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import subprocess
-from dataclasses import dataclass
 from types import TracebackType
 from typing import (
     Any,
     Callable,
     Dict,
+    Mapping,
     Iterator,
     List,
     Optional,
@@ -27,7 +26,7 @@ from typing import (
     Union,
 )
 
-from ._binary import binary
+from ._binary import binary, cached_binary, forget_binary
 from ._events import Event, Released, Spawned
 from ._options import DRIVER_OWNED, OPTIONS, Duration, duration_seconds, to_args
 from ._status import Outcome, describe
@@ -41,6 +40,8 @@ T = TypeVar("T")
 #: Popen's constructor has no timeout of its own; ``grace=`` is a parameter of each).
 GUARDIAN_KEYWORDS = frozenset(OPTIONS) - frozenset(DRIVER_OWNED)
 
+#: How long a stop request right after the start waits for guardian to be ready for it.
+READY_WAIT = 5.0
 #: How long ``kill_now`` waits for guardian to take the first stop request.
 STOPPING_WAIT = 5.0
 #: Leaving a ``with`` block waits the grace and this long for guardian before the kill request.
@@ -58,7 +59,7 @@ def guardian_argv(
     if isinstance(args, (str, bytes, os.PathLike)):
         provider = ["/bin/sh", "-c", os.fsdecode(args)] if shell else [os.fsdecode(args)]
     else:
-        provider = [os.fsdecode(a) for a in args]
+        provider = [a if type(a) is str else os.fsdecode(a) for a in args]
         if shell:
             provider = ["/bin/sh", "-c", *provider]
     if not provider:
@@ -66,41 +67,85 @@ def guardian_argv(
     flags = to_args(options)
     if events_fd is not None:
         flags.append(f"--events-fd={events_fd}")
-    return [binary(), *flags, "--", *provider]
+    return [cached_binary(), *flags, "--", *provider]
 
 
-@dataclass
-class Spawn:
-    """One start of guardian: its command line, the fds it inherits (the events pipe's write
-    end among them), the stream that will read the events, and the grace in seconds."""
+def env_grace(env: Optional[Mapping[Any, Any]]) -> float:
+    """The grace guardian will use when no ``grace=`` is given: ``GUARDIAN_GRACE`` of the
+    environment it gets (``env=``, else this process's), else its default. The drivers wait
+    that long (plus a margin) before they ask guardian to kill the tree now, so a grace set
+    through the environment must not be cut short by the default's second."""
+    name = OPTIONS["grace"].env or "GUARDIAN_GRACE"
+    value = (os.environ if env is None else env).get(name)
+    if value is None and env is not None:
+        value = env.get(os.fsencode(name))
+    if value is None:
+        return DEFAULT_GRACE
+    try:
+        return duration_seconds(os.fsdecode(value))
+    except ValueError:
+        return DEFAULT_GRACE  # guardian itself refuses it (status 125, naming the variable)
+
+
+class spawning:
+    """One start of guardian, as a ``with`` block around the call that starts it: takes
+    guardian's options (:data:`GUARDIAN_KEYWORDS`) and ``pass_fds`` out of ``kwds``, makes the
+    events pipe and gives ``argv`` and ``pass_fds`` (the pipe's write end among them) and the
+    grace in seconds. On leaving the block the write end is closed and, if the block raised,
+    the read end too; else ``stream`` reads the events.
+
+    Everything here runs before guardian starts, on the spawn's critical path, so it is kept
+    short (issue 20.5): the stream is made only once guardian runs, and the binary's path is
+    the cached one (a binary that vanished since is named when the start fails), and the grace
+    is worked out after it."""
 
     argv: List[str]
     pass_fds: Tuple[int, ...]
     stream: EventStream
-    grace: float
 
+    def __init__(self, args: Args, kwds: Dict[str, Any], grace: Optional[Duration], *, shell: bool = False) -> None:
+        options = {} if GUARDIAN_KEYWORDS.isdisjoint(kwds) else {k: kwds.pop(k) for k in list(kwds) if k in GUARDIAN_KEYWORDS}
+        if grace is not None:
+            options["grace"] = grace
+        # An explicit grace is checked here (a bad one raises before anything starts).
+        self._given_grace = duration_seconds(grace) if grace is not None else None
+        self._env = kwds.get("env")
+        self._rfd, self._wfd = os.pipe2(os.O_CLOEXEC)
+        try:
+            self.argv = guardian_argv(args, shell=shell, events_fd=self._wfd, **options)
+            self.pass_fds = (*kwds.pop("pass_fds", ()), self._wfd)
+        except BaseException:
+            os.close(self._rfd)
+            os.close(self._wfd)
+            raise
 
-@contextlib.contextmanager
-def spawning(args: Args, kwds: Dict[str, Any], grace: Optional[Duration], *, shell: bool = False) -> Iterator[Spawn]:
-    """Takes guardian's options (:data:`GUARDIAN_KEYWORDS`) and ``pass_fds`` out of ``kwds``
-    and makes the events pipe; the block starts guardian with the :class:`Spawn`. After it the
-    stream reads the pipe; if it raises, the pipe is closed."""
-    options = {k: kwds.pop(k) for k in list(kwds) if k in GUARDIAN_KEYWORDS}
-    if grace is not None:
-        options["grace"] = grace
-    rfd, wfd = os.pipe2(os.O_CLOEXEC)
-    try:
-        argv = guardian_argv(args, shell=shell, events_fd=wfd, **options)
-        pass_fds = tuple(kwds.pop("pass_fds", ())) + (wfd,)
-        seconds = duration_seconds(grace) if grace is not None else DEFAULT_GRACE
-        spawn = Spawn(argv, pass_fds, EventStream(), seconds)
-        yield spawn
-    except BaseException:
-        os.close(rfd)
-        raise
-    finally:
-        os.close(wfd)
-    spawn.stream.read_fd(rfd)
+    def __enter__(self) -> "spawning":
+        return self
+
+    @property
+    def grace(self) -> float:
+        """The grace in seconds: ``grace=``, else guardian's from the environment it got. Asked
+        after the start (off its critical path), when guardian has read that environment."""
+        if self._given_grace is not None:
+            return self._given_grace
+        return env_grace(self._env)
+
+    def __exit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        tb: Optional[TracebackType],
+    ) -> None:
+        os.close(self._wfd)
+        if exc is None:
+            self.stream = EventStream()
+            self.stream.read_fd(self._rfd)
+            return
+        os.close(self._rfd)
+        if isinstance(exc, FileNotFoundError) and exc.filename == self.argv[0]:
+            # The cached binary is gone: search again, raising the error that names where.
+            forget_binary()
+            binary()
 
 
 class TreeVerbs:
@@ -150,7 +195,13 @@ class TreeVerbs:
         return None if rc is None else describe(rc, self._stream.exit)
 
     def stop(self) -> None:
-        """A stop request: the provider gets the stop signal, the tree SIGKILL after the grace."""
+        """A stop request: the provider gets the stop signal, the tree SIGKILL after the grace.
+
+        Right after the start it first waits (at most :data:`READY_WAIT`, in practice
+        guardian's start-up) for guardian's first event: guardian reads signals as requests
+        once it has set them up, before it writes anything, and a SIGTERM in the instants
+        after its exec would end it by the default action, with no ``released``."""
+        self._stream.wait_until(self._stream.has_events, READY_WAIT)
         self._stop_sent = True
         self._signal(signal.SIGTERM)
 
@@ -273,8 +324,8 @@ class Popen(TreeVerbs, subprocess.Popen):  # type: ignore[type-arg]
             raise TypeError("treeguardian.Popen runs guardian; give the provider as args[0], not executable=")
         shell = bool(kwargs.pop("shell", False))
         with spawning(args, kwargs, grace, shell=shell) as s:
-            self._tree_init(s.stream, s.grace)
             super().__init__(s.argv, pass_fds=s.pass_fds, **kwargs)
+        self._tree_init(s.stream, s.grace)
 
     # ---- pids and events ----
 

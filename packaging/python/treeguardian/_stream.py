@@ -145,6 +145,11 @@ class EventStream:
         with self._cond:
             return list(self._parsed())
 
+    def has_events(self) -> bool:
+        """Whether guardian wrote anything yet (for :meth:`wait_until`: call with the lock
+        held, or from a predicate)."""
+        return bool(self._raw or self._events)
+
     @property
     def closed(self) -> bool:
         with self._cond:
