@@ -40,16 +40,20 @@ impl Events {
                 "--events-fd {n}: file descriptor {n} is not open; pass one from the caller (e.g. `{n}>events.jsonl`)"
             )
         })?;
-        if let Err(why) = check_writable(n, inherited.as_fd()) {
-            if n <= 2 {
-                // Still the caller's stdio (stderr carries the error message): leave it open.
-                let _ = inherited.into_raw_fd();
+        let file_type = match check_writable(n, inherited.as_fd()) {
+            Ok(file_type) => file_type,
+            Err(why) => {
+                if n <= 2 {
+                    // Still the caller's stdio (stderr carries the error message): leave it open.
+                    let _ = inherited.into_raw_fd();
+                }
+                return Err(format!(
+                    "--events-fd {n}: file descriptor {n} {why}; pass a dedicated fd open for writing (e.g. `3>events.jsonl`)"
+                ));
             }
-            return Err(format!(
-                "--events-fd {n}: file descriptor {n} {why}; pass a dedicated fd open for writing (e.g. `3>events.jsonl`)"
-            ));
-        }
-        let (out, note) = writer::nonblocking(n, inherited.as_fd()).map_err(|e| format!("--events-fd {n}: {e}"))?;
+        };
+        let (out, note) = writer::nonblocking_of_type(n, inherited.as_fd(), Some(file_type))
+            .map_err(|e| format!("--events-fd {n}: {e}"))?;
         if n > 2 {
             // guardian writes through its own close-on-exec copy; the caller's number is
             // closed so the provider cannot inherit it.
@@ -149,13 +153,14 @@ impl Events {
 
 /// Why fd `n` cannot carry events, if it cannot: the provider's standard input, a directory,
 /// an `O_PATH` handle, or a description not open for writing (the read end of a pipe, a file
-/// opened with `<`). Checked before guardian starts anything.
-fn check_writable(n: RawFd, fd: BorrowedFd<'_>) -> Result<(), String> {
+/// opened with `<`). Checked before guardian starts anything. Its file type, for the writer.
+fn check_writable(n: RawFd, fd: BorrowedFd<'_>) -> Result<rustix::fs::FileType, String> {
     if n == 0 {
         return Err("is standard input (the provider would read the events, and never see end of file)".into());
     }
     let st = rustix::fs::fstat(fd).map_err(|e| format!("cannot be inspected (fstat: {e})"))?;
-    if rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Directory {
+    let file_type = rustix::fs::FileType::from_raw_mode(st.st_mode);
+    if file_type == rustix::fs::FileType::Directory {
         return Err("is a directory".into());
     }
     let flags = rustix::fs::fcntl_getfl(fd).map_err(|e| format!("cannot be inspected (fcntl F_GETFL: {e})"))?;
@@ -165,7 +170,7 @@ fn check_writable(n: RawFd, fd: BorrowedFd<'_>) -> Result<(), String> {
     if flags.bits() & (libc::O_ACCMODE as u32) == libc::O_RDONLY as u32 {
         return Err("is open for reading only (the read end of a pipe, or a file opened with `<`)".into());
     }
-    Ok(())
+    Ok(file_type)
 }
 
 // ---- the schema: every line guardian writes is one of these ----

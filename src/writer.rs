@@ -7,10 +7,8 @@
 //! remain only for regular files and terminals that cannot be reopened. Below both `events`
 //! and `log`, so neither imports the other for it.
 
-use std::fs::OpenOptions;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, IntoRawFd, OwnedFd, RawFd};
-use std::os::unix::fs::OpenOptionsExt;
 
 use rustix::event::{PollFd, PollFlags};
 
@@ -91,25 +89,38 @@ fn write_polled(fd: &OwnedFd, buf: &[u8]) -> io::Result<usize> {
 /// a terminal blocking. Sockets use `MSG_DONTWAIT`; regular files block (briefly). The note
 /// says what could not be done, for the caller to log (the log itself may be what is set up).
 pub fn nonblocking(n: RawFd, fd: BorrowedFd<'_>) -> Result<(Writer, Option<String>), String> {
-    let (fd, kind, note) = nonblocking_parts(n, fd)?;
+    let meta = rustix::fs::fstat(fd).map(|st| rustix::fs::FileType::from_raw_mode(st.st_mode));
+    nonblocking_of_type(n, fd, meta.ok())
+}
+
+/// [`nonblocking`] for a caller that has already `fstat`ed the fd (`None`: it could not).
+pub fn nonblocking_of_type(
+    n: RawFd,
+    fd: BorrowedFd<'_>,
+    file_type: Option<rustix::fs::FileType>,
+) -> Result<(Writer, Option<String>), String> {
+    let (fd, kind, note) = nonblocking_parts(n, fd, file_type)?;
     Ok((Writer { fd, kind }, note))
 }
 
-fn nonblocking_parts(n: RawFd, fd: BorrowedFd<'_>) -> Result<(OwnedFd, Kind, Option<String>), String> {
+fn nonblocking_parts(
+    n: RawFd,
+    fd: BorrowedFd<'_>,
+    file_type: Option<rustix::fs::FileType>,
+) -> Result<(OwnedFd, Kind, Option<String>), String> {
     let dup =
         || rustix::io::fcntl_dupfd_cloexec(fd, 3).map_err(|e| format!("fcntl(F_DUPFD_CLOEXEC) on fd {n} failed: {e}"));
-    let meta = rustix::fs::fstat(fd).map(|st| rustix::fs::FileType::from_raw_mode(st.st_mode));
-    Ok(match meta {
-        Ok(rustix::fs::FileType::Fifo) => match reopen_nonblocking(n, 0) {
+    Ok(match file_type {
+        Some(rustix::fs::FileType::Fifo) => match reopen_nonblocking(n, rustix::fs::OFlags::empty()) {
             Ok(fd) => (fd, Kind::NonBlocking, None),
             Err(e) => {
                 let note = format!("fd {n}: cannot reopen the pipe non-blocking ({e}); writing with RWF_NOWAIT");
                 (dup()?, Kind::NowaitPipe, Some(note))
             }
         },
-        Ok(rustix::fs::FileType::Socket) => (dup()?, Kind::Socket, None),
-        Ok(rustix::fs::FileType::CharacterDevice) if sys::isatty(fd.as_raw_fd()) => {
-            match reopen_nonblocking(n, libc::O_NOCTTY) {
+        Some(rustix::fs::FileType::Socket) => (dup()?, Kind::Socket, None),
+        Some(rustix::fs::FileType::CharacterDevice) if sys::isatty(fd.as_raw_fd()) => {
+            match reopen_nonblocking(n, rustix::fs::OFlags::NOCTTY) {
                 Ok(fd) => (fd, Kind::NonBlocking, None),
                 Err(e) => {
                     let note = format!("fd {n}: cannot reopen the terminal non-blocking ({e}); writes may block");
@@ -131,10 +142,10 @@ pub fn writer_for(n: RawFd) -> Option<(Writer, Option<String>)> {
     made.ok()
 }
 
-fn reopen_nonblocking(n: RawFd, extra: i32) -> io::Result<OwnedFd> {
-    let file = OpenOptions::new()
-        .write(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC | extra)
-        .open(format!("/proc/self/fd/{n}"))?;
-    Ok(OwnedFd::from(file))
+/// (rustix's `open` is the system call itself: musl's `open` follows `O_CLOEXEC` with an
+/// `fcntl(F_SETFD)` of its own.)
+fn reopen_nonblocking(n: RawFd, extra: rustix::fs::OFlags) -> io::Result<OwnedFd> {
+    use rustix::fs::OFlags;
+    let flags = OFlags::WRONLY | OFlags::NONBLOCK | OFlags::CLOEXEC | extra;
+    Ok(rustix::fs::open(format!("/proc/self/fd/{n}"), flags, rustix::fs::Mode::empty())?)
 }

@@ -17,10 +17,8 @@
 //! * A directory, a socket, a path in a missing directory or one guardian may not write: exit
 //!   125 with one line naming the path, the reason and the fix.
 
-use std::fs::OpenOptions;
 use std::io;
-use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::fd::AsFd;
 use std::path::Path;
 
 use super::Events;
@@ -35,14 +33,11 @@ pub fn open_file(path: &Path) -> Result<Events, String> {
                 .into(),
         );
     }
-    let file = OpenOptions::new()
-        .append(true)
-        .create(true)
-        .mode(0o600)
-        .custom_flags(libc::O_CLOEXEC | libc::O_NOCTTY | libc::O_NONBLOCK)
-        .open(path)
-        .map_err(|e| open_error(&shown.to_string(), &e))?;
-    let fd = OwnedFd::from(file);
+    // rustix's `open` is the system call itself (musl's follows O_CLOEXEC with an fcntl).
+    use rustix::fs::OFlags;
+    let flags = OFlags::WRONLY | OFlags::APPEND | OFlags::CREATE | OFlags::CLOEXEC | OFlags::NOCTTY | OFlags::NONBLOCK;
+    let fd = rustix::fs::open(path, flags, rustix::fs::Mode::from_raw_mode(0o600))
+        .map_err(|e| open_error(&shown.to_string(), &io::Error::from(e)))?;
     let nonblocking = match rustix::fs::fstat(fd.as_fd()).map(|st| rustix::fs::FileType::from_raw_mode(st.st_mode)) {
         Ok(rustix::fs::FileType::RegularFile) => false,
         Ok(rustix::fs::FileType::Fifo | rustix::fs::FileType::CharacterDevice) => true,
