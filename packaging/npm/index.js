@@ -238,6 +238,17 @@ const PLATFORM_PACKAGES = {
   arm64: 'treeguardian-linux-arm64',
 };
 
+/** Whether process `pid` blocks SIGTERM (SigBlk of /proc/<pid>/status); null when that cannot
+ * be read. */
+function termBlocked(pid) {
+  try {
+    const m = /^SigBlk:\s*([0-9a-f]+)$/m.exec(readFileSync(`/proc/${pid}/status`, 'latin1'));
+    return m ? (BigInt(`0x${m[1]}`) & (1n << 14n)) !== 0n : null;
+  } catch {
+    return null;
+  }
+}
+
 const require = createRequire(import.meta.url);
 
 function executable(file) {
@@ -437,8 +448,26 @@ class GuardedProcess {
   reported = false;
   /** kill() asked guardian to kill the tree */
   killing = false;
-  /** signals asked for before guardian's first event (sent at that event) */
+  /** signals asked for before guardian was ready for them (see send()) */
   pendingSignals = [];
+  /** the timer that checks whether guardian is ready for them */
+  pendingTimer = null;
+
+  /** Sends the held signals now (in order). */
+  flushSignals() {
+    if (this.pendingTimer) clearTimeout(this.pendingTimer);
+    this.pendingTimer = null;
+    const pending = this.pendingSignals;
+    this.pendingSignals = [];
+    for (const sig of pending) {
+      if (!this.running()) break;
+      try {
+        this.child.kill(sig);
+      } catch (err) {
+        if (err && err.code !== 'ESRCH') throw err;
+      }
+    }
+  }
   /** what the driver did about a leaf guardian left behind (for the error message) */
   leafNote = '';
   spawned = deferred();
@@ -477,12 +506,8 @@ class GuardedProcess {
 
   onEvent(ev) {
     this.events.push(ev);
-    if (this.pendingSignals.length) {
-      // guardian's first event: its signals are set up; what was asked before goes now.
-      const pending = this.pendingSignals;
-      this.pendingSignals = [];
-      for (const sig of pending) this.send(sig);
-    }
+    // guardian's first event: its signals are set up; what was asked before goes now.
+    if (this.pendingSignals.length) this.flushSignals();
     this.phase = phaseAfter(this.phase, ev) ?? this.phase;
     switch (ev.event) {
       case 'spawned':
@@ -573,9 +598,7 @@ class GuardedProcess {
   streamEnd() {
     this.streamEnded = true;
     // No first event will come: a held signal goes now, to a guardian that may still run.
-    const pending = this.pendingSignals;
-    this.pendingSignals = [];
-    for (const sig of pending) this.send(sig);
+    this.flushSignals();
     this.wake();
     this.finish();
   }
@@ -631,14 +654,33 @@ class GuardedProcess {
     return !this.guardianExit && !this.failure && c.exitCode === null && c.signalCode === null && c.pid !== undefined;
   }
 
-  /** Signals guardian. Before its first event the signal is held and sent at that event:
-   * guardian reads signals as requests once it has set them up (before it writes anything);
-   * one that arrives in the instants after its exec would end it by the default action,
-   * before it started anything and with no `released`. */
+  /** Signals guardian. Sent in the kernel's tail of guardian's exec (right after the spawn),
+   * a SIGTERM would end guardian by the default action, before it started anything and with
+   * no `released`; guardian blocks every catchable signal as its first act. So until guardian
+   * wrote an event, a signal is sent only once /proc/<pid>/status shows SIGTERM blocked (in
+   * practice at once); meanwhile it is held, checked every millisecond, and sent at the
+   * first event, the end of the stream, or after a second at the latest. */
   send(signal) {
     if (!this.running()) return false;
-    if (this.events.length === 0 && !this.streamEnded) {
+    if (this.events.length === 0 && !this.streamEnded && termBlocked(this.child.pid) !== true) {
       this.pendingSignals.push(signal);
+      if (!this.pendingTimer) {
+        const deadline = Date.now() + 1000;
+        const check = () => {
+          this.pendingTimer = null;
+          if (!this.pendingSignals.length) return;
+          if (termBlocked(this.child.pid) === true || Date.now() >= deadline) this.flushSignals();
+          else this.pendingTimer = later(check);
+        };
+        // (unref'd: a pending stop must not keep a host alive that would otherwise end; its
+        // end is a parent death for guardian, which stops the tree all the same)
+        const later = (f) => {
+          const t = setTimeout(f, 1);
+          t.unref?.();
+          return t;
+        };
+        this.pendingTimer = later(check);
+      }
       return true;
     }
     try {

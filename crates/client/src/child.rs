@@ -89,12 +89,22 @@ pub(crate) struct Guard {
     /// (`sys::Route::ProcPath`): dropped once the pipe is readable (guardian opened it and
     /// wrote) or guardian exited, so that the stream ends when guardian's end closes.
     pub(crate) hold: Option<OwnedFd>,
+    /// A copy of the events pipe's read end, taken when the handle is dropped while `hold`
+    /// is still held: it goes to the reaping thread with `hold`, so that guardian can still
+    /// open its end (a pipe without a reader cannot be opened for writing).
+    pub(crate) hold_reader: Option<OwnedFd>,
+    /// `try_wait` saw guardian exit (and reaped it): nothing may be sent to its pid any more.
+    pub(crate) gone: bool,
 }
 
 impl Guard {
     /// SIGTERM to guardian: a stop request (a second one while it stops kills now).
     pub(crate) fn signal(&self) -> io::Result<()> {
         let Some(child) = &self.child else { return Ok(()) };
+        if self.gone {
+            // `try_wait` reaped guardian already (std keeps its status): its pid may be reused.
+            return Ok(());
+        }
         let sent = match &self.pidfd {
             Some(fd) => rustix::process::pidfd_send_signal(fd, Signal::TERM),
             // No pidfd (a kernel before 5.3, or seccomp): guardian is our unreaped child, so its
@@ -112,7 +122,16 @@ impl Guard {
 impl Guard {
     /// Whether guardian has exited (it is then not reaped: `try_wait` keeps the status).
     pub(crate) fn exited(&mut self) -> bool {
-        self.child.as_mut().is_none_or(|c| matches!(c.try_wait(), Ok(Some(_))))
+        let exited = self.child.as_mut().is_none_or(|c| matches!(c.try_wait(), Ok(Some(_))));
+        self.gone |= exited;
+        exited
+    }
+
+    /// Called when the handle holding the events pipe's read end `reader` is dropped.
+    pub(crate) fn keep_reader(&mut self, reader: BorrowedFd<'_>) {
+        if self.hold.is_some() && self.child.is_some() {
+            self.hold_reader = rustix::io::fcntl_dupfd_cloexec(reader, 3).ok();
+        }
     }
 
     /// Blocks until `events` is readable or guardian exited, then drops [`Guard::hold`].
@@ -157,7 +176,7 @@ impl Drop for Guard {
         // reaps it so it does not stay a zombie. If this process exits first, guardian sees
         // its parent die and tears the tree down all the same. A held write end goes with the
         // thread: guardian may not have opened its own yet (it would fail to, and say so).
-        let hold = self.hold.take();
+        let hold = (self.hold.take(), self.hold_reader.take());
         let _ = std::thread::Builder::new().name("treeguardian-reap".into()).spawn(move || {
             let status = child.wait();
             drop(hold);
@@ -166,8 +185,8 @@ impl Drop for Guard {
     }
 }
 
-/// How long a stop request waits for guardian to be ready for it (`State::until_ready`).
-const READY_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+/// How long a stop request waits at most for guardian to be ready for it (`State::until_ready`).
+const READY_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// What the events said so far.
 #[derive(Default)]
@@ -213,13 +232,22 @@ pub(crate) struct State {
     pub(crate) queue: VecDeque<Event>,
     pub(crate) tracker: Tracker,
     provider_pid: Option<u32>,
+    /// An event was read (guardian is past its start-up's signal step).
+    seen_any: bool,
     /// guardian's status once reaped.
     pub(crate) reaped: Option<ExitStatus>,
 }
 
 impl State {
     pub(crate) fn new(guard: Guard) -> State {
-        State { guard, queue: VecDeque::new(), tracker: Tracker::default(), provider_pid: None, reaped: None }
+        State {
+            guard,
+            queue: VecDeque::new(),
+            tracker: Tracker::default(),
+            provider_pid: None,
+            seen_any: false,
+            reaped: None,
+        }
     }
 
     pub(crate) fn guardian_pid(&self) -> u32 {
@@ -234,6 +262,7 @@ impl State {
     /// [`Event::Other`]), followed by the tracker, queued; returned.
     pub(crate) fn take_line(&mut self, line: &str) -> Event {
         let event = Event::parse(line).unwrap_or(Event::Other { line: line.trim_end().to_string() });
+        self.seen_any = true;
         if let Event::Spawned { pid, .. } = event {
             self.provider_pid = u32::try_from(pid).ok();
         }
@@ -243,32 +272,51 @@ impl State {
         event
     }
 
-    /// Before a stop request: waits (polls, reading nothing) until guardian wrote its first
-    /// event or exited, at most [`READY_WAIT`]. guardian takes SIGTERM as a stop request once
-    /// its signals are set up, which is before its first event; a SIGTERM in the first
-    /// instants after its exec would end it by the default action instead (with nothing
-    /// started yet, so nothing left, but no `released` either).
-    pub(crate) fn until_ready(&self, events: BorrowedFd<'_>) {
-        if self.provider_pid.is_some() || self.tracker.finished() || !self.queue.is_empty() {
+    /// Before a stop request: waits until guardian takes SIGTERM as one, at most
+    /// [`READY_WAIT`]. guardian blocks SIGTERM as its first act (and reads it from its
+    /// signalfd later); sent in the kernel's tail of guardian's exec, right after `spawn`
+    /// returned, it would end guardian by the default action instead (with nothing started
+    /// yet, so nothing left, but no `released`). Ready: an event was read or is buffered,
+    /// `/proc/<guardian>/status` shows SIGTERM blocked, or guardian exited. Where /proc cannot
+    /// be read it waits for the first event or the exit (polling the pipe and the pidfd).
+    /// Blocking, but in practice for the instants of that exec (one read of /proc when
+    /// guardian already runs), also in the async handle.
+    pub(crate) fn until_ready(&mut self, events: BorrowedFd<'_>, buffered: bool) {
+        if self.ready(buffered) {
             return;
         }
+        let pid = self.guardian_pid();
         let deadline = std::time::Instant::now() + READY_WAIT;
         loop {
+            let blocked = crate::sys::term_blocked(pid);
+            if blocked == Some(true) || self.guard.exited() {
+                return;
+            }
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return;
+            }
+            let step = if blocked.is_some() {
+                std::time::Duration::from_micros(100)
+            } else {
+                std::time::Duration::from_millis(5)
+            };
+            let step = step.min(left);
             let mut fds = vec![PollFd::from_borrowed_fd(events, PollFlags::IN)];
             if let Some(pidfd) = &self.guard.pidfd {
                 fds.push(PollFd::new(pidfd, PollFlags::IN));
             }
-            let left =
-                deadline.saturating_duration_since(std::time::Instant::now()).min(std::time::Duration::from_millis(10));
-            let tick = Timespec { tv_sec: 0, tv_nsec: i64::from(left.subsec_nanos()) };
-            let polled = rustix::event::poll(&mut fds, Some(&tick));
-            if matches!(polled, Ok(n) if n > 0)
-                || left.is_zero()
-                || matches!(polled, Err(e) if e != rustix::io::Errno::INTR)
-            {
+            let tick = Timespec { tv_sec: 0, tv_nsec: i64::from(step.subsec_nanos()) };
+            if matches!(rustix::event::poll(&mut fds, Some(&tick)), Ok(n) if n > 0) {
                 return;
             }
         }
+    }
+
+    /// Whether guardian wrote anything yet: an event read (queued or taken) or bytes read from
+    /// the pipe and not yet parsed (`buffered`).
+    pub(crate) fn ready(&self, buffered: bool) -> bool {
+        buffered || self.provider_pid.is_some() || self.tracker.finished() || !self.queue.is_empty() || self.seen_any
     }
 
     /// `wait_spawned`'s answer so far: the provider's pid, guardian's `error`, or `None`
@@ -340,7 +388,7 @@ pub(crate) fn start(cmd: &mut Command) -> Result<Started, Error> {
     let pidfd = rustix::process::pidfd_open(Pid::from_child(&std), PidfdFlags::empty()).ok();
     // The stdio goes to the caller's handle; the Guard owns the process.
     let (stdin, stdout, stderr) = (std.stdin.take(), std.stdout.take(), std.stderr.take());
-    let guard = Guard { child: Some(std), pidfd, finished: false, hold };
+    let guard = Guard { child: Some(std), pidfd, finished: false, hold, hold_reader: None, gone: false };
     Ok(Started { guard, events: read, stdin, stdout, stderr })
 }
 
@@ -370,6 +418,12 @@ impl Command {
             stdout: s.stdout,
             stderr: s.stderr,
         })
+    }
+}
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        self.state.guard.keep_reader(self.events.get_ref().as_fd());
     }
 }
 
@@ -428,10 +482,10 @@ impl Child {
 
     /// The stop request: SIGTERM to guardian, which sends the tree the stop signal, waits the
     /// grace, SIGKILLs what is left and reaps everything. Does not wait for that; right after
-    /// `spawn` it first waits for guardian to be ready to take it (its first event, within its
-    /// start-up).
-    pub fn stop(&self) -> io::Result<()> {
-        self.state.until_ready(self.events.get_ref().as_fd());
+    /// `spawn` it first waits (for the instants of guardian's exec) until guardian takes
+    /// SIGTERM as a stop request.
+    pub fn stop(&mut self) -> io::Result<()> {
+        self.state.until_ready(self.events.get_ref().as_fd(), !self.events.buffer().is_empty());
         self.state.guard.signal()
     }
 
@@ -440,7 +494,7 @@ impl Child {
     /// once guardian acknowledged (`stopping` with `kill-request`, or the stream ended); the
     /// events read meanwhile stay queued for [`Child::next_event`].
     pub fn kill_now(&mut self) -> io::Result<()> {
-        self.state.until_ready(self.events.get_ref().as_fd());
+        self.state.until_ready(self.events.get_ref().as_fd(), !self.events.buffer().is_empty());
         if self.state.kill_first()? {
             while let Some(event) = self.read_event() {
                 if self.state.kill_on(&event)? {

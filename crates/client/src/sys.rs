@@ -32,16 +32,21 @@ pub(crate) const FORCE_INHERIT: &str = "TREEGUARDIAN_EVENTS_INHERIT";
 /// lets another process open `/proc/<pid>/fd/<n>` only with ptrace read access, which a
 /// non-dumpable process (`PR_SET_DUMPABLE` 0, set-id programs) denies, and which needs
 /// guardian's capabilities to cover this process's permitted set (none for an unprivileged
-/// host; guardian started as root gets the full set). The path is checked to name `write`'s
-/// pipe (a /proc of another pid namespace, or a thread with its own fd table, would not).
+/// host; guardian started as root gets the full set), and the kernel gives pidfds (the write
+/// end is held until guardian's first event or its exit). The path is checked to name
+/// `write`'s pipe (a /proc of another pid namespace, or a thread with its own fd table, would
+/// not).
 pub(crate) fn route(write: &OwnedFd) -> Route {
     if std::env::var_os(FORCE_INHERIT).is_some() {
         return Route::Inherit;
     }
     let dumpable = matches!(rustix::process::dumpable_behavior(), Ok(rustix::process::DumpableBehavior::Dumpable));
+    // The kernel compares guardian's capabilities with the thread-group leader's (the process
+    // `/proc/<pid>` names), which may hold some that this thread dropped.
+    let leader = rustix::process::getpid();
     let caps_covered = rustix::process::geteuid().is_root()
-        || rustix::thread::capabilities(None).is_ok_and(|c| c.permitted.is_empty());
-    if !dumpable || !caps_covered {
+        || rustix::thread::capabilities(Some(leader)).is_ok_and(|c| c.permitted.is_empty());
+    if !dumpable || !caps_covered || !pidfds() {
         return Route::Inherit;
     }
     let path = PathBuf::from(format!("/proc/{}/fd/{}", std::process::id(), write.as_raw_fd()));
@@ -50,6 +55,25 @@ pub(crate) fn route(write: &OwnedFd) -> Route {
         _ => false,
     };
     if same { Route::ProcPath(path) } else { Route::Inherit }
+}
+
+/// Whether this kernel gives pidfds (Linux 5.3; a seccomp filter may refuse them), asked once:
+/// the held write end is dropped when guardian exits, which the crate sees on guardian's pidfd.
+fn pidfds() -> bool {
+    static PIDFDS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *PIDFDS.get_or_init(|| {
+        rustix::process::pidfd_open(rustix::process::getpid(), rustix::process::PidfdFlags::empty()).is_ok()
+    })
+}
+
+/// Whether process `pid` blocks SIGTERM (`SigBlk` of `/proc/<pid>/status`); `None` when that
+/// cannot be read. guardian blocks it as its first act, so from then on a SIGTERM is a stop
+/// request; before (the kernel's tail of the exec) it would end guardian.
+pub(crate) fn term_blocked(pid: u32) -> Option<bool> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let mask = status.lines().find_map(|l| l.strip_prefix("SigBlk:"))?;
+    let mask = u64::from_str_radix(mask.trim(), 16).ok()?;
+    Some(mask & (1 << (libc::SIGTERM - 1)) != 0)
 }
 
 /// Lets `fd` (close-on-exec in this process) survive the exec of `cmd`'s program, in the child

@@ -2,11 +2,9 @@
 //! owns guardian, so a dropped `AsyncChild` stops the tree without a runtime (even while the
 //! runtime shuts down); the same [`State`] reads the events and makes `kill_now`'s decisions.
 
-use std::future::Future;
 use std::io;
 use std::os::fd::AsFd;
 use std::task::Poll;
-use std::time::Duration;
 
 use tokio::io::unix::AsyncFd;
 use tokio::io::{AsyncBufReadExt, BufReader, Interest};
@@ -48,47 +46,38 @@ impl Command {
 }
 
 /// `Guard::opened` on the reactor: resolves once `events` is readable (guardian opened its end
-/// and wrote) or guardian exited (its pidfd; without one, polled every 10 ms); then the held
-/// write end is dropped. Cancel-safe: until then it stays held.
+/// and wrote) or guardian exited (its pidfd), then drops the held write end. Cancel-safe: until
+/// then it stays held. Without a pidfd for this guardian (the /proc route is taken only where
+/// pidfds work, so only when `pidfd_open` failed for it, out of fds say) it waits blocking,
+/// as `Guard::opened` does.
 async fn opened(events: &Receiver, guard: &mut Guard) -> io::Result<()> {
     if guard.hold.is_none() {
         return Ok(());
     }
-    let pidfd = match &guard.pidfd {
-        // Deprecated for an inner value that could close its fd while registered (tokio
-        // #8587); an OwnedFd owned by the AsyncFd cannot, and `register_with_interest` would
-        // need tokio 1.51.6.
-        #[allow(deprecated)]
-        Some(fd) => Some(AsyncFd::with_interest(fd.try_clone()?, Interest::READABLE)?),
-        None => None,
+    let Some(fd) = &guard.pidfd else {
+        guard.opened(events.as_fd());
+        return Ok(());
     };
-    let mut tick = None;
+    // Deprecated for an inner value that could close its fd while registered (tokio #8587);
+    // an OwnedFd owned by the AsyncFd cannot, and `register_with_interest` would need tokio
+    // 1.51.6.
+    #[allow(deprecated)]
+    let pidfd = AsyncFd::with_interest(fd.try_clone()?, Interest::READABLE)?;
     std::future::poll_fn(|cx| -> Poll<io::Result<()>> {
-        if events.poll_read_ready(cx)?.is_ready() {
+        if events.poll_read_ready(cx)?.is_ready() || pidfd.poll_read_ready(cx)?.is_ready() {
             return Poll::Ready(Ok(()));
-        }
-        match &pidfd {
-            Some(p) => {
-                if p.poll_read_ready(cx)?.is_ready() {
-                    return Poll::Ready(Ok(()));
-                }
-            }
-            None => loop {
-                if guard.exited() {
-                    return Poll::Ready(Ok(()));
-                }
-                let sleep = tick.get_or_insert_with(|| Box::pin(tokio::time::sleep(Duration::from_millis(10))));
-                if sleep.as_mut().poll(cx).is_pending() {
-                    break;
-                }
-                tick = None;
-            },
         }
         Poll::Pending
     })
     .await?;
     guard.hold = None;
     Ok(())
+}
+
+impl Drop for AsyncChild {
+    fn drop(&mut self) {
+        self.state.guard.keep_reader(self.events.get_ref().as_fd());
+    }
 }
 
 impl AsyncChild {
@@ -144,15 +133,20 @@ impl AsyncChild {
     }
 
     /// The stop request (SIGTERM to guardian): see [`crate::Child::stop`] (right after
-    /// `spawn_async` it blocks until guardian is ready for it, within guardian's start-up).
-    pub fn stop(&self) -> io::Result<()> {
-        self.state.until_ready(self.events.get_ref().as_fd());
+    /// `spawn_async` it waits, blocking, for the instants of guardian's exec).
+    pub fn stop(&mut self) -> io::Result<()> {
+        self.until_ready();
         self.state.guard.signal()
+    }
+
+    fn until_ready(&mut self) {
+        let buffered = !self.events.buffer().is_empty() || !self.line.is_empty();
+        self.state.until_ready(self.events.get_ref().as_fd(), buffered);
     }
 
     /// Kill the tree now: see [`crate::Child::kill_now`].
     pub async fn kill_now(&mut self) -> io::Result<()> {
-        self.state.until_ready(self.events.get_ref().as_fd());
+        self.until_ready();
         if self.state.kill_first()? {
             while let Some(event) = self.read_event().await {
                 if self.state.kill_on(&event)? {

@@ -60,9 +60,17 @@ fn drop_stops_the_tree_without_blocking() {
 fn kill_now_ends_the_grace_of_a_term_ignoring_tree() {
     let tag = nonce("killnow");
     let _sweep = Sweep(tag.clone());
-    let script = format!("trap '' TERM; setsid sh -c \"trap '' TERM; sleep 300; : {tag}\" & sleep 300; : {tag}");
-    let mut child = sh(&script).grace(Duration::from_secs(600)).spawn().expect("spawn");
-    assert!(present_within(&tag, 2, LIMIT));
+    // Each shell says so once its trap is set (a SIGTERM before would end it).
+    let script = format!(
+        "trap '' TERM; setsid sh -c \"trap '' TERM; echo child; sleep 300; : {tag}\" & echo up; sleep 300; : {tag}"
+    );
+    let mut child = sh(&script).grace(Duration::from_secs(600)).stdout(Stdio::piped()).spawn().expect("spawn");
+    let mut lines = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+    for _ in 0..2 {
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut lines, &mut line).expect("a line");
+        assert!(line == "up\n" || line == "child\n", "{line:?}");
+    }
     child.kill_now().expect("kill_now");
     let (mut reasons, mut provider_signal) = (Vec::new(), None);
     while let Some(e) = child.next_event() {
@@ -83,7 +91,7 @@ fn kill_now_ends_the_grace_of_a_term_ignoring_tree() {
 fn stop_is_a_graceful_stop() {
     let tag = nonce("stop");
     let _sweep = Sweep(tag.clone());
-    let child = sh(&format!("sleep 300; : {tag}")).spawn().expect("spawn");
+    let mut child = sh(&format!("sleep 300; : {tag}")).spawn().expect("spawn");
     assert!(present_within(&tag, 1, LIMIT));
     child.stop().expect("stop");
     let released = child.wait().expect("released");
@@ -125,16 +133,24 @@ fn the_events_pipe_is_passed_by_its_proc_path() {
     assert_eq!(child.wait().expect("released").status, 0);
 }
 
-/// Dropped at once, before guardian opened the events pipe: the held write end goes with
-/// the reaping thread, so guardian still opens it and stops the tree.
+/// Dropped at once, before guardian opened the events pipe: the held write end and a copy of
+/// the read end go with the reaping thread, so guardian still opens its end (no "no process
+/// has this FIFO open" on its stderr) and stops the tree.
 #[test]
 fn drop_right_after_spawn_leaves_nothing() {
     let tag = nonce("early-drop");
     let _sweep = Sweep(tag.clone());
+    let log = std::env::temp_dir().join(format!("{tag}.stderr"));
     for _ in 0..5 {
-        drop(sh(&format!("setsid sh -c 'sleep 300; : {tag}' & sleep 300; : {tag}")).spawn().expect("spawn"));
+        let err = std::fs::OpenOptions::new().create(true).append(true).open(&log).expect("stderr file");
+        drop(
+            sh(&format!("setsid sh -c 'sleep 300; : {tag}' & sleep 300; : {tag}")).stderr(err).spawn().expect("spawn"),
+        );
     }
     gone_within(&tag, LIMIT).expect("nothing left");
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    let _ = std::fs::remove_file(&log);
+    assert!(!text.contains("--events-file"), "guardian could not open the events pipe: {text}");
 }
 
 #[test]
