@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import time
 from types import TracebackType
 from typing import (
     Any,
@@ -40,8 +41,8 @@ T = TypeVar("T")
 #: Popen's constructor has no timeout of its own; ``grace=`` is a parameter of each).
 GUARDIAN_KEYWORDS = frozenset(OPTIONS) - frozenset(DRIVER_OWNED)
 
-#: How long a stop request right after the start waits for guardian to be ready for it.
-READY_WAIT = 5.0
+#: How long a stop request right after the start waits at most for guardian to be ready for it.
+READY_WAIT = 1.0
 #: How long ``kill_now`` waits for guardian to take the first stop request.
 STOPPING_WAIT = 5.0
 #: Leaving a ``with`` block waits the grace and this long for guardian before the kill request.
@@ -68,6 +69,19 @@ def guardian_argv(
     if events_fd is not None:
         flags.append(f"--events-fd={events_fd}")
     return [cached_binary(), *flags, "--", *provider]
+
+
+def term_blocked(pid: int) -> Optional[bool]:
+    """Whether process ``pid`` blocks SIGTERM (``SigBlk`` of ``/proc/<pid>/status``); ``None``
+    when that cannot be read."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"SigBlk:"):
+                    return bool(int(line.split()[1], 16) & (1 << (signal.SIGTERM - 1)))
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
 
 
 def env_grace(env: Optional[Mapping[Any, Any]]) -> float:
@@ -166,6 +180,11 @@ class TreeVerbs:
         """guardian's exit status once it was reaped (no side effect), else ``None``."""
         raise NotImplementedError
 
+    @property
+    def guardian_pid(self) -> int:
+        """guardian's pid (each process API says where it is)."""
+        raise NotImplementedError
+
     def _reaped(self) -> bool:
         """Whether guardian was reaped (a subclass may reap it here if it exited)."""
         return self._returncode() is not None
@@ -197,13 +216,29 @@ class TreeVerbs:
     def stop(self) -> None:
         """A stop request: the provider gets the stop signal, the tree SIGKILL after the grace.
 
-        Right after the start it first waits (at most :data:`READY_WAIT`, in practice
-        guardian's start-up) for guardian's first event: guardian reads signals as requests
-        once it has set them up, before it writes anything, and a SIGTERM in the instants
-        after its exec would end it by the default action, with no ``released``."""
-        self._stream.wait_until(self._stream.has_events, READY_WAIT)
+        Right after the start it first waits (:meth:`_until_ready`, the instants of guardian's
+        exec) until guardian takes SIGTERM as a request."""
+        self._until_ready()
         self._stop_sent = True
         self._signal(signal.SIGTERM)
+
+    def _until_ready(self) -> None:
+        """Waits, at most :data:`READY_WAIT`, until guardian blocks SIGTERM (its first act, read
+        from ``/proc/<pid>/status``), wrote an event, or exited. Sent in the kernel's tail of
+        guardian's exec, right after the spawn returned, a SIGTERM would end guardian by the
+        default action (nothing started yet, but no ``released``). Blocking, also in the async
+        APIs, but in practice for one read of /proc: by the time a caller stops, guardian
+        runs. Where /proc cannot be read it waits for the first event."""
+        end = time.monotonic() + READY_WAIT
+        while not self._stream.has_events() and not self._reaped():
+            blocked = term_blocked(self.guardian_pid)
+            left = end - time.monotonic()
+            if blocked or left <= 0:
+                return
+            if blocked is None:
+                self._stream.wait_until(self._stream.has_events, min(left, 0.005))
+            else:
+                time.sleep(0.0001)
 
     def terminate(self) -> None:
         self.stop()

@@ -146,8 +146,8 @@ class EventStream:
             return list(self._parsed())
 
     def has_events(self) -> bool:
-        """Whether guardian wrote anything yet (for :meth:`wait_until`: call with the lock
-        held, or from a predicate)."""
+        """Whether guardian wrote anything yet (a predicate for :meth:`wait_until`; also safe
+        without the lock)."""
         return bool(self._raw or self._events)
 
     @property
