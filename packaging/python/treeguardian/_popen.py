@@ -230,7 +230,7 @@ class TreeVerbs:
         APIs, but in practice for one read of /proc: by the time a caller stops, guardian
         runs. Where /proc cannot be read it waits for the first event."""
         end = time.monotonic() + READY_WAIT
-        while not self._stream.has_events() and not self._reaped():
+        while not self._stream.has_events() and not self._stream.closed and not self._reaped():
             blocked = term_blocked(self.guardian_pid)
             left = end - time.monotonic()
             if blocked or left <= 0:
