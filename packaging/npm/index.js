@@ -620,6 +620,10 @@ class GuardedProcess {
 
   onChildExit(code, signal) {
     this.guardianExit = { code, signal };
+    // guardian is gone: nothing held can be sent any more.
+    if (this.pendingTimer) clearTimeout(this.pendingTimer);
+    this.pendingTimer = null;
+    this.pendingSignals = [];
     this.finish();
   }
 
@@ -658,14 +662,15 @@ class GuardedProcess {
    * a SIGTERM would end guardian by the default action, before it started anything and with
    * no `released`; guardian blocks every catchable signal as its first act. So until guardian
    * wrote an event, a signal is sent only once /proc/<pid>/status shows SIGTERM blocked (in
-   * practice at once); meanwhile it is held, checked every millisecond, and sent at the
-   * first event, the end of the stream, or after a second at the latest. */
+   * practice at once); meanwhile it is held (with any signal asked for after it, so the
+   * order is kept), checked every millisecond, and sent at the first event, the end of the
+   * stream, or after 5 s at the latest. */
   send(signal) {
     if (!this.running()) return false;
-    if (this.events.length === 0 && !this.streamEnded && termBlocked(this.child.pid) !== true) {
+    if (this.pendingSignals.length || (this.events.length === 0 && !this.streamEnded && termBlocked(this.child.pid) !== true)) {
       this.pendingSignals.push(signal);
       if (!this.pendingTimer) {
-        const deadline = Date.now() + 1000;
+        const deadline = Date.now() + 5000;
         const check = () => {
           this.pendingTimer = null;
           if (!this.pendingSignals.length) return;

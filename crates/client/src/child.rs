@@ -186,7 +186,7 @@ impl Drop for Guard {
 }
 
 /// How long a stop request waits at most for guardian to be ready for it (`State::until_ready`).
-const READY_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+const READY_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// What the events said so far.
 #[derive(Default)]
@@ -277,11 +277,11 @@ impl State {
     /// signalfd later); sent in the kernel's tail of guardian's exec, right after `spawn`
     /// returned, it would end guardian by the default action instead (with nothing started
     /// yet, so nothing left, but no `released`). Ready: an event was read or is buffered,
-    /// `/proc/<guardian>/status` shows SIGTERM blocked, or guardian exited. Where /proc cannot
-    /// be read it waits for the first event or the exit (polling the pipe and the pidfd).
+    /// `/proc/<guardian>/status` shows SIGTERM blocked, or guardian exited (its pidfd, or
+    /// reaped). Where /proc cannot be read it waits for the first event or the exit.
     /// Blocking, but in practice for the instants of that exec (one read of /proc when
     /// guardian already runs), also in the async handle.
-    pub(crate) fn until_ready(&mut self, events: BorrowedFd<'_>, buffered: bool) {
+    pub(crate) fn until_ready(&self, events: BorrowedFd<'_>, buffered: bool) {
         if self.ready(buffered) {
             return;
         }
@@ -289,11 +289,8 @@ impl State {
         let deadline = std::time::Instant::now() + READY_WAIT;
         loop {
             let blocked = crate::sys::term_blocked(pid);
-            if blocked == Some(true) || self.guard.exited() {
-                return;
-            }
             let left = deadline.saturating_duration_since(std::time::Instant::now());
-            if left.is_zero() {
+            if blocked == Some(true) || self.guard.gone || left.is_zero() {
                 return;
             }
             let step = if blocked.is_some() {
@@ -302,6 +299,7 @@ impl State {
                 std::time::Duration::from_millis(5)
             };
             let step = step.min(left);
+            // The pipe (an event, or its end) or guardian's pidfd (it exited) ends the wait too.
             let mut fds = vec![PollFd::from_borrowed_fd(events, PollFlags::IN)];
             if let Some(pidfd) = &self.guard.pidfd {
                 fds.push(PollFd::new(pidfd, PollFlags::IN));
@@ -484,7 +482,7 @@ impl Child {
     /// grace, SIGKILLs what is left and reaps everything. Does not wait for that; right after
     /// `spawn` it first waits (for the instants of guardian's exec) until guardian takes
     /// SIGTERM as a stop request.
-    pub fn stop(&mut self) -> io::Result<()> {
+    pub fn stop(&self) -> io::Result<()> {
         self.state.until_ready(self.events.get_ref().as_fd(), !self.events.buffer().is_empty());
         self.state.guard.signal()
     }

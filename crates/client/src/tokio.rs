@@ -134,12 +134,12 @@ impl AsyncChild {
 
     /// The stop request (SIGTERM to guardian): see [`crate::Child::stop`] (right after
     /// `spawn_async` it waits, blocking, for the instants of guardian's exec).
-    pub fn stop(&mut self) -> io::Result<()> {
+    pub fn stop(&self) -> io::Result<()> {
         self.until_ready();
         self.state.guard.signal()
     }
 
-    fn until_ready(&mut self) {
+    fn until_ready(&self) {
         let buffered = !self.events.buffer().is_empty() || !self.line.is_empty();
         self.state.until_ready(self.events.get_ref().as_fd(), buffered);
     }

@@ -69,7 +69,7 @@ async fn stop_right_after_spawn_is_a_stop_request() {
     let tag = nonce("async-early-stop");
     let _sweep = Sweep(tag.clone());
     for round in 0..10 {
-        let mut child = sh(&format!("setsid sh -c 'sleep 300; : {tag}' & sleep 300; : {tag}"))
+        let child = sh(&format!("setsid sh -c 'sleep 300; : {tag}' & sleep 300; : {tag}"))
             .grace(Duration::from_secs(5))
             .spawn_async()
             .await

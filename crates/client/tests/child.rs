@@ -91,7 +91,7 @@ fn kill_now_ends_the_grace_of_a_term_ignoring_tree() {
 fn stop_is_a_graceful_stop() {
     let tag = nonce("stop");
     let _sweep = Sweep(tag.clone());
-    let mut child = sh(&format!("sleep 300; : {tag}")).spawn().expect("spawn");
+    let child = sh(&format!("sleep 300; : {tag}")).spawn().expect("spawn");
     assert!(present_within(&tag, 1, LIMIT));
     child.stop().expect("stop");
     let released = child.wait().expect("released");

@@ -41,8 +41,10 @@ T = TypeVar("T")
 #: Popen's constructor has no timeout of its own; ``grace=`` is a parameter of each).
 GUARDIAN_KEYWORDS = frozenset(OPTIONS) - frozenset(DRIVER_OWNED)
 
-#: How long a stop request right after the start waits at most for guardian to be ready for it.
-READY_WAIT = 1.0
+#: How long a stop request right after the start waits at most for guardian to be ready for it
+#: (in practice it waits for one read of /proc; more only when guardian is slow to reach its
+#: first instruction: a cold cache, a throttled cgroup, an emulator).
+READY_WAIT = 5.0
 #: How long ``kill_now`` waits for guardian to take the first stop request.
 STOPPING_WAIT = 5.0
 #: Leaving a ``with`` block waits the grace and this long for guardian before the kill request.
