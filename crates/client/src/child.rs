@@ -89,10 +89,6 @@ pub(crate) struct Guard {
     /// (`sys::Route::ProcPath`): dropped once the pipe is readable (guardian opened it and
     /// wrote) or guardian exited, so that the stream ends when guardian's end closes.
     pub(crate) hold: Option<OwnedFd>,
-    /// A copy of the events pipe's read end, taken when the handle is dropped while `hold`
-    /// is still held: it goes to the reaping thread with `hold`, so that guardian can still
-    /// open its end (a pipe without a reader cannot be opened for writing).
-    pub(crate) hold_reader: Option<OwnedFd>,
     /// `try_wait` saw guardian exit (and reaped it): nothing may be sent to its pid any more.
     pub(crate) gone: bool,
 }
@@ -127,10 +123,22 @@ impl Guard {
         exited
     }
 
-    /// Called when the handle holding the events pipe's read end `reader` is dropped.
-    pub(crate) fn keep_reader(&mut self, reader: BorrowedFd<'_>) {
-        if self.hold.is_some() && self.child.is_some() {
-            self.hold_reader = rustix::io::fcntl_dupfd_cloexec(reader, 3).ok();
+    /// One wait, at most `step` (`None`: no bound), for `events` to be readable (an event, or
+    /// its end) or guardian's pidfd (it exited); whether either happened. A failed poll
+    /// (impossible on two valid fds) counts as happened, so no caller waits on for ever.
+    pub(crate) fn poll_pipe_or_exit(&self, events: BorrowedFd<'_>, step: Option<std::time::Duration>) -> bool {
+        let mut fds = vec![PollFd::from_borrowed_fd(events, PollFlags::IN)];
+        if let Some(pidfd) = &self.pidfd {
+            fds.push(PollFd::new(pidfd, PollFlags::IN));
+        }
+        let tick = step.map(|d| Timespec {
+            tv_sec: i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
+            tv_nsec: i64::from(d.subsec_nanos()),
+        });
+        match rustix::event::poll(&mut fds, tick.as_ref()) {
+            Ok(n) => n > 0,
+            Err(rustix::io::Errno::INTR) => false,
+            Err(_) => true,
         }
     }
 
@@ -140,22 +148,9 @@ impl Guard {
         if self.hold.is_none() {
             return;
         }
-        let tick = Timespec { tv_sec: 0, tv_nsec: 10_000_000 };
-        loop {
-            let mut fds = vec![PollFd::from_borrowed_fd(events, PollFlags::IN)];
-            if let Some(pidfd) = &self.pidfd {
-                fds.push(PollFd::new(pidfd, PollFlags::IN));
-            }
-            let timeout = if self.pidfd.is_some() { None } else { Some(&tick) };
-            let failed = !matches!(rustix::event::poll(&mut fds, timeout), Ok(_) | Err(rustix::io::Errno::INTR));
-            // (poll cannot fail on two valid fds; if it did, waiting on would never end)
-            let ready = fds.iter().any(|f| !f.revents().is_empty());
-            drop(fds);
-            if failed || ready || self.exited() {
-                self.hold = None;
-                return;
-            }
-        }
+        let step = if self.pidfd.is_some() { None } else { Some(std::time::Duration::from_millis(10)) };
+        while !self.poll_pipe_or_exit(events, step) && !self.exited() {}
+        self.hold = None;
     }
 }
 
@@ -175,8 +170,10 @@ impl Drop for Guard {
         // guardian now stops and reaps the tree (bounded by its grace) and exits; a thread
         // reaps it so it does not stay a zombie. If this process exits first, guardian sees
         // its parent die and tears the tree down all the same. A held write end goes with the
-        // thread: guardian may not have opened its own yet (it would fail to, and say so).
-        let hold = (self.hold.take(), self.hold_reader.take());
+        // thread: guardian may not have opened its own yet (with the number closed, the /proc
+        // path would be gone, and guardian would exit 125 saying so). The read end may close:
+        // a pipe's write end opens without a reader through /proc (writes then fail, unread).
+        let hold = self.hold.take();
         let _ = std::thread::Builder::new().name("treeguardian-reap".into()).spawn(move || {
             let status = child.wait();
             drop(hold);
@@ -298,14 +295,8 @@ impl State {
             } else {
                 std::time::Duration::from_millis(5)
             };
-            let step = step.min(left);
             // The pipe (an event, or its end) or guardian's pidfd (it exited) ends the wait too.
-            let mut fds = vec![PollFd::from_borrowed_fd(events, PollFlags::IN)];
-            if let Some(pidfd) = &self.guard.pidfd {
-                fds.push(PollFd::new(pidfd, PollFlags::IN));
-            }
-            let tick = Timespec { tv_sec: 0, tv_nsec: i64::from(step.subsec_nanos()) };
-            if matches!(rustix::event::poll(&mut fds, Some(&tick)), Ok(n) if n > 0) {
+            if self.guard.poll_pipe_or_exit(events, Some(step.min(left))) {
                 return;
             }
         }
@@ -314,7 +305,7 @@ impl State {
     /// Whether guardian wrote anything yet: an event read (queued or taken) or bytes read from
     /// the pipe and not yet parsed (`buffered`).
     pub(crate) fn ready(&self, buffered: bool) -> bool {
-        buffered || self.provider_pid.is_some() || self.tracker.finished() || !self.queue.is_empty() || self.seen_any
+        buffered || self.seen_any
     }
 
     /// `wait_spawned`'s answer so far: the provider's pid, guardian's `error`, or `None`
@@ -386,7 +377,7 @@ pub(crate) fn start(cmd: &mut Command) -> Result<Started, Error> {
     let pidfd = rustix::process::pidfd_open(Pid::from_child(&std), PidfdFlags::empty()).ok();
     // The stdio goes to the caller's handle; the Guard owns the process.
     let (stdin, stdout, stderr) = (std.stdin.take(), std.stdout.take(), std.stderr.take());
-    let guard = Guard { child: Some(std), pidfd, finished: false, hold, hold_reader: None, gone: false };
+    let guard = Guard { child: Some(std), pidfd, finished: false, hold, gone: false };
     Ok(Started { guard, events: read, stdin, stdout, stderr })
 }
 
@@ -416,12 +407,6 @@ impl Command {
             stdout: s.stdout,
             stderr: s.stderr,
         })
-    }
-}
-
-impl Drop for Child {
-    fn drop(&mut self) {
-        self.state.guard.keep_reader(self.events.get_ref().as_fd());
     }
 }
 

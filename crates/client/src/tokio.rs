@@ -74,12 +74,6 @@ async fn opened(events: &Receiver, guard: &mut Guard) -> io::Result<()> {
     Ok(())
 }
 
-impl Drop for AsyncChild {
-    fn drop(&mut self) {
-        self.state.guard.keep_reader(self.events.get_ref().as_fd());
-    }
-}
-
 impl AsyncChild {
     /// guardian's pid.
     pub fn guardian_pid(&self) -> u32 {

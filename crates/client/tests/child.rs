@@ -133,24 +133,66 @@ fn the_events_pipe_is_passed_by_its_proc_path() {
     assert_eq!(child.wait().expect("released").status, 0);
 }
 
-/// Dropped at once, before guardian opened the events pipe: the held write end and a copy of
-/// the read end go with the reaping thread, so guardian still opens its end (no "no process
-/// has this FIFO open" on its stderr) and stops the tree.
+/// Dropped before guardian opened the events pipe (the /proc route): the held write end goes
+/// with the reaping thread, so `/proc/<this pid>/fd/<n>` is still there for guardian (no
+/// "--events-file ...: its directory does not exist" on its stderr, no exit 125) and guardian
+/// stops the tree.
+/// To drop it in that moment, guardian is stopped (SIGSTOP) once it blocks SIGTERM, its first
+/// act, and continued after the drop; a round counts when guardian had not opened the path
+/// yet (its fd 3, the first it opens, is absent), and rounds go on until three counted.
 #[test]
-fn drop_right_after_spawn_leaves_nothing() {
+fn drop_before_guardian_opened_the_events_pipe_leaves_nothing() {
     let tag = nonce("early-drop");
     let _sweep = Sweep(tag.clone());
     let log = std::env::temp_dir().join(format!("{tag}.stderr"));
-    for _ in 0..5 {
+    let (mut counted, mut rounds) = (0, 0);
+    while counted < 3 {
+        rounds += 1;
+        assert!(rounds <= 300, "guardian was never caught before opening its events path ({counted} of 3)");
         let err = std::fs::OpenOptions::new().create(true).append(true).open(&log).expect("stderr file");
-        drop(
-            sh(&format!("setsid sh -c 'sleep 300; : {tag}' & sleep 300; : {tag}")).stderr(err).spawn().expect("spawn"),
-        );
+        let child =
+            sh(&format!("setsid sh -c 'sleep 300; : {tag}' & sleep 300; : {tag}")).stderr(err).spawn().expect("spawn");
+        let pid = child.guardian_pid();
+        let end = std::time::Instant::now() + LIMIT;
+        while !sigterm_blocked(pid) {
+            assert!(std::time::Instant::now() < end, "guardian never blocked SIGTERM");
+        }
+        kill(pid, libc::SIGSTOP);
+        while !stopped(pid) {
+            assert!(std::time::Instant::now() < end, "guardian did not stop");
+        }
+        counted += usize::from(std::fs::symlink_metadata(format!("/proc/{pid}/fd/3")).is_err());
+        drop(child);
+        kill(pid, libc::SIGCONT);
     }
     gone_within(&tag, LIMIT).expect("nothing left");
     let text = std::fs::read_to_string(&log).unwrap_or_default();
     let _ = std::fs::remove_file(&log);
     assert!(!text.contains("--events-file"), "guardian could not open the events pipe: {text}");
+}
+
+/// SigBlk of `pid` has SIGTERM (bit 14) set.
+fn sigterm_blocked(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines().find_map(|l| l.strip_prefix("SigBlk:")).and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
+        })
+        .is_some_and(|m| m & (1 << 14) != 0)
+}
+
+/// `pid`'s state letter is T (stopped).
+fn stopped(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit_once(") ").map(|(_, r)| r.starts_with('T')))
+        .unwrap_or(false)
+}
+
+/// A signal to guardian, this test's unreaped child (its pid cannot have been reused).
+fn kill(pid: u32, sig: i32) {
+    let sig = rustix::process::Signal::from_named_raw(sig).expect("a signal");
+    rustix::process::kill_process(rustix::process::Pid::from_raw(pid as i32).expect("a pid"), sig).expect("kill");
 }
 
 #[test]
