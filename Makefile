@@ -31,7 +31,7 @@ HOOK_TESTS = namespaces::reused_pid_is_never_signalled \
 	behaviour::fork_storm_converges_listing_all_of_proc \
 	behaviour::pid_hopper_converges_listing_all_of_proc \
 	signals_all::a_fault_inside_guardian_still_ends_it \
-	supervise_stop::a_stop_request_during_start_up_is_still_a_stop_request \
+	supervise_stop::a_signal_during_start_up_is_handled_as_once_guardian_runs \
 	doctor::a_full_proc_listing_is_reported_as_a_note
 SKIP_LOG = target/test-skips.log
 

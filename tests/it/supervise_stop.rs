@@ -364,31 +364,49 @@ while :; do wait; done"#
     );
 }
 
-/// A stop request that arrives during guardian's start-up, before it reads signals from its
-/// signalfd (held there by a test hook), is a stop request, not a death by the default
-/// action: guardian blocks every catchable signal as its first act, so the SIGTERM waits
-/// pending like one pending at exec; the provider starts, hears it, and the tree is released.
-/// Without that block guardian died of it with no event at all. (The kernel's own part of
-/// exec, before guardian's first instruction, stays a window only the caller can close: by
-/// blocking the signal across the exec, or by waiting for guardian's first event.)
+/// A signal that arrives during guardian's start-up, before it reads signals from its signalfd
+/// (held there by a test hook), is handled as once guardian runs, not by its default action:
+/// guardian blocks every catchable signal as its first act, so it waits pending like one
+/// pending at exec. SIGTERM is a stop request (`stopping`, the tree released); the signals whose
+/// default action would end guardian (HUP, INT, QUIT, USR1, USR2, ALRM) are forwarded to the
+/// provider once it runs. Without the block guardian died of each with no event at all. (The
+/// kernel's own part of exec, before guardian's first instruction, stays a window only the
+/// caller can close: by blocking the signal across the exec, or by waiting until guardian
+/// blocks SIGTERM; the drivers wait.)
 #[test]
-fn a_stop_request_during_start_up_is_still_a_stop_request() {
+fn a_signal_during_start_up_is_handled_as_once_guardian_runs() {
     need_hooks!();
-    let ctx = Ctx::new("start-up-term");
-    let pause = ctx.path("pause");
-    std::fs::write(&pause, b"").expect("pause file");
-    let mut g = ctx
-        .guardian()
-        .env("GUARDIAN_TEST_START_PAUSE_FILE", &pause)
-        .script(&format!("echo started > started; exec {}", ctx.sleep()))
-        .spawn();
-    let reached = ctx.path("pause.reached");
-    wait_for("guardian paused in its start-up", || reached.exists().then_some(()));
-    g.signal(libc::SIGTERM);
-    std::fs::remove_file(&pause).expect("release the pause");
-    let end = g.wait_end();
-    let ev = g.final_events();
-    let stopping = find(&ev, |e| e["event"] == "stopping").map(|(_, e)| e["reason"].clone());
-    assert_eq!(stopping, Some(serde_json::json!("signal")), "ended {end:?}: {ev:#?}");
-    ctx.assert_nothing_left();
+    let signals = [
+        (libc::SIGTERM, "SIGTERM"),
+        (libc::SIGHUP, "SIGHUP"),
+        (libc::SIGINT, "SIGINT"),
+        (libc::SIGQUIT, "SIGQUIT"),
+        (libc::SIGUSR1, "SIGUSR1"),
+        (libc::SIGUSR2, "SIGUSR2"),
+        (libc::SIGALRM, "SIGALRM"),
+    ];
+    for (sig, name) in signals {
+        let ctx = Ctx::new(&format!("start-up-{name}"));
+        let pause = ctx.path("pause");
+        std::fs::write(&pause, b"").expect("pause file");
+        let mut g = ctx
+            .guardian()
+            .env("GUARDIAN_TEST_START_PAUSE_FILE", &pause)
+            .script(&format!("echo started > started; exec {}", ctx.sleep()))
+            .spawn();
+        let reached = ctx.path("pause.reached");
+        wait_for("guardian paused in its start-up", || reached.exists().then_some(()));
+        g.signal(sig);
+        std::fs::remove_file(&pause).expect("release the pause");
+        let end = g.wait_end();
+        let ev = g.final_events();
+        if sig == libc::SIGTERM {
+            let stopping = find(&ev, |e| e["event"] == "stopping").map(|(_, e)| e["reason"].clone());
+            assert_eq!(stopping, Some(serde_json::json!("signal")), "{name}: ended {end:?}: {ev:#?}");
+        } else {
+            let forwarded = find(&ev, |e| e["event"] == "signal" && e["reason"] == "forwarded" && e["signal"] == name);
+            assert!(forwarded.is_some(), "{name} was not forwarded: ended {end:?}: {ev:#?}");
+        }
+        ctx.assert_nothing_left();
+    }
 }
