@@ -74,14 +74,6 @@ def test_stop_right_after_the_start_is_a_stop_request(tag: Tag) -> None:
         tag.assert_nothing_left()
 
 
-def _is_sleep(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read().startswith(b"sleep\0")
-    except OSError:
-        return False
-
-
 def test_a_grace_from_the_environment_is_waited_for(tag: Tag) -> None:
     # GUARDIAN_GRACE=5s and no grace=: leaving the block must wait guardian's 5 s grace (which
     # ends with guardian's own SIGKILL), not the default 1 s and then ask to kill now.
@@ -90,7 +82,8 @@ def test_a_grace_from_the_environment_is_waited_for(tag: Tag) -> None:
     with treeguardian.Popen(["sh", "-c", script, tag.nonce], env=env) as p:
         p.wait_spawned(10)
         # the tagged sleep runs: the provider has set its trap (a SIGTERM before would end it)
-        wait_for("the tagged sleep", lambda: True if any(_is_sleep(x) for x in tag.live()) else None)
+        sleeping = lambda: any(_read(f"/proc/{x}/cmdline").startswith(b"sleep\0") for x in tag.live())  # noqa: E731
+        wait_for("the tagged sleep", lambda: True if sleeping() else None)
     tag.assert_nothing_left()
     reasons = [e.reason for e in p.events if isinstance(e, treeguardian.Stopping)]
     assert reasons == ["signal"], (reasons, p.events)
