@@ -1,6 +1,6 @@
 //! events: the JSON Lines stream on `--events-fd`. Checks that the fd can carry events (open
-//! for writing, not stdin, not a directory), owns it (made close-on-exec, or reopened as
-//! guardian's own non-blocking description for pipes and terminals), buffers lines the reader
+//! for writing, not stdin, not a directory), owns it (guardian's own close-on-exec copy,
+//! written so that it never blocks: `RWF_NOWAIT` on a pipe, see `writer.rs`), buffers lines the reader
 //! has not taken yet, and never blocks or stops the teardown: a full pipe is flushed from the
 //! poll loop (POLLOUT), a broken or closed one is dropped. The writes go through a
 //! [`Writer`] (`writer.rs`), as the log's stderr does.
@@ -100,6 +100,13 @@ impl Events {
 
     /// Writes as much of the buffer as the reader takes without blocking.
     pub fn flush(&mut self) {
+        self.write_buffered();
+        if let Some(note) = self.out.as_mut().and_then(Writer::take_note) {
+            crate::log::debug!("events fd {note}");
+        }
+    }
+
+    fn write_buffered(&mut self) {
         while !self.buf.is_empty() {
             let Some(out) = &mut self.out else { return };
             match out.write(&self.buf) {

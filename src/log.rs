@@ -33,9 +33,9 @@ pub fn enabled(level: u8) -> bool {
     level <= LEVEL.load(Ordering::Relaxed)
 }
 
-/// From now on, stderr is written without ever blocking: a pipe or terminal is reopened
-/// through `/proc/self/fd/2` as guardian's own `O_NONBLOCK` description (else written with
-/// `RWF_NOWAIT`, or after poll() at most `PIPE_BUF` bytes), a socket with `MSG_DONTWAIT`.
+/// From now on, stderr is written without ever blocking: a pipe with `RWF_NOWAIT` (else
+/// reopened through `/proc/self/fd/2` as guardian's own `O_NONBLOCK` description, else after
+/// poll() at most `PIPE_BUF` bytes), a terminal reopened so, a socket with `MSG_DONTWAIT`.
 /// Called after the events fd is taken over (the new fd must not take a number the caller
 /// named). Regular files stay plain writes.
 pub fn never_block() {
@@ -52,15 +52,21 @@ pub fn write(level: u8, args: std::fmt::Arguments<'_>) {
     }
     let line = format!("guardian: {args}\n");
     let mut sink = SINK.lock().unwrap_or_else(|p| p.into_inner());
-    match sink.as_mut() {
+    let note = match sink.as_mut() {
         Some(sink) => {
             if !write_line(&mut sink.out, line.as_bytes()) {
                 sink.dropped += 1;
             }
+            sink.out.take_note()
         }
         None => {
             let _ = std::io::stderr().lock().write_all(line.as_bytes());
+            None
         }
+    };
+    drop(sink);
+    if let Some(note) = note {
+        debug!("stderr {note}");
     }
 }
 

@@ -1,11 +1,14 @@
 //! writer: writes that never block guardian, for the events fd and the log's stderr. A pipe
-//! or terminal is reopened through `/proc/self/fd/N` as guardian's own `O_NONBLOCK`
-//! description (the caller's keeps its flags). A pipe that cannot be reopened (it belongs to
-//! another user, or /proc is missing) is written with `RWF_NOWAIT`, and where the kernel lacks
-//! that for pipes, only after poll() reports room and at most `PIPE_BUF` bytes at a time
-//! (which then cannot block while guardian is the pipe's only writer). Plain blocking writes
-//! remain only for regular files and terminals that cannot be reopened. Below both `events`
-//! and `log`, so neither imports the other for it.
+//! is written through guardian's own close-on-exec dup with `RWF_NOWAIT`, which never blocks
+//! whatever the shared description's flags, and needs nothing opened at start-up (anonymous
+//! pipes on Linux 6.4+). Where the kernel refuses it (a named FIFO, an older kernel), the pipe
+//! is reopened at that first write through `/proc/self/fd/N` as guardian's own `O_NONBLOCK`
+//! description (the caller's keeps its flags), as a terminal is at once; and where that is
+//! refused too (another user's pipe, no /proc), written only after poll() reports room and at
+//! most `PIPE_BUF` bytes at a time (which then cannot block while guardian is the pipe's only
+//! writer), with a note for the log. Plain blocking writes remain only for regular files and
+//! terminals that cannot be reopened. Below both `events` and `log`, so neither imports the
+//! other for it.
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, IntoRawFd, OwnedFd, RawFd};
@@ -15,11 +18,12 @@ use rustix::event::{PollFd, PollFlags};
 use crate::sys;
 
 enum Kind {
-    /// A pipe or terminal reopened through /proc as our own O_NONBLOCK description.
-    NonBlocking,
-    /// A pipe shared with the caller: pwritev2(RWF_NOWAIT).
+    /// A pipe shared with the caller: pwritev2(RWF_NOWAIT) on guardian's dup.
     NowaitPipe,
-    /// A pipe, on a kernel without RWF_NOWAIT for pipes: poll, then at most PIPE_BUF bytes.
+    /// A pipe (whose kernel refused RWF_NOWAIT) or terminal reopened through /proc as our own
+    /// O_NONBLOCK description.
+    NonBlocking,
+    /// A pipe that takes neither: poll, then at most PIPE_BUF bytes.
     PolledPipe,
     /// A socket (Node's 'pipe' stdio): send(MSG_DONTWAIT | MSG_NOSIGNAL).
     Socket,
@@ -32,6 +36,9 @@ enum Kind {
 pub struct Writer {
     fd: OwnedFd,
     kind: Kind,
+    /// What could not be done at a write, for the owner to log (a write cannot log itself: the
+    /// log writes through a Writer too).
+    note: Option<String>,
 }
 
 impl Writer {
@@ -46,8 +53,7 @@ impl Writer {
             };
             match res {
                 Err(e) if matches!(self.kind, Kind::NowaitPipe) && e.raw_os_error() == Some(libc::EOPNOTSUPP) => {
-                    // No debug line here: the log writes through a Writer too.
-                    self.kind = Kind::PolledPipe;
+                    self.without_nowait();
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 other => return other,
@@ -55,10 +61,32 @@ impl Writer {
         }
     }
 
+    /// The kernel refused `RWF_NOWAIT` on this pipe: guardian's own `O_NONBLOCK` description
+    /// of it through /proc, else writes after poll() (with a note).
+    fn without_nowait(&mut self) {
+        match reopen_nonblocking(self.fd.as_raw_fd(), rustix::fs::OFlags::empty()) {
+            Ok(fd) => {
+                self.fd = fd;
+                self.kind = Kind::NonBlocking;
+            }
+            Err(e) => {
+                self.kind = Kind::PolledPipe;
+                self.note = Some(format!(
+                    "pipe: the kernel refused RWF_NOWAIT and it cannot be reopened non-blocking ({e}); writing after poll(), at most PIPE_BUF bytes at a time"
+                ));
+            }
+        }
+    }
+
+    /// What a write could not do (once), for the owner to log.
+    pub fn take_note(&mut self) -> Option<String> {
+        self.note.take()
+    }
+
     /// A writer over a file guardian opened itself (`--events-file`): non-blocking for a FIFO
     /// or character device it opened `O_NONBLOCK`, plain writes for a regular file.
     pub fn opened(fd: OwnedFd, nonblocking: bool) -> Writer {
-        Writer { fd, kind: if nonblocking { Kind::NonBlocking } else { Kind::Blocking } }
+        Writer { fd, kind: if nonblocking { Kind::NonBlocking } else { Kind::Blocking }, note: None }
     }
 
     pub fn fd(&self) -> BorrowedFd<'_> {
@@ -83,11 +111,12 @@ fn write_polled(fd: &OwnedFd, buf: &[u8]) -> io::Result<usize> {
     rustix::io::write(fd, &buf[..len]).map_err(io::Error::from)
 }
 
-/// guardian's own write side of the caller's fd `n`: a pipe or terminal is reopened through
-/// `/proc/self/fd/N` as a new `O_NONBLOCK` description (the caller's description keeps its
-/// flags); where that is refused, a pipe is written with `RWF_NOWAIT` (or poll + `PIPE_BUF`),
-/// a terminal blocking. Sockets use `MSG_DONTWAIT`; regular files block (briefly). The note
-/// says what could not be done, for the caller to log (the log itself may be what is set up).
+/// guardian's own write side of the caller's fd `n`: a pipe is guardian's close-on-exec dup,
+/// written with `RWF_NOWAIT` (reopened at the first write if the kernel refuses that, see
+/// [`Writer::take_note`]); a terminal is reopened through `/proc/self/fd/N` as a new
+/// `O_NONBLOCK` description (the caller's description keeps its flags), else written
+/// blocking. Sockets use `MSG_DONTWAIT`; regular files block (briefly). The note says what
+/// could not be done, for the caller to log (the log itself may be what is set up).
 pub fn nonblocking(n: RawFd, fd: BorrowedFd<'_>) -> Result<(Writer, Option<String>), String> {
     let meta = rustix::fs::fstat(fd).map(|st| rustix::fs::FileType::from_raw_mode(st.st_mode));
     nonblocking_of_type(n, fd, meta.ok())
@@ -100,7 +129,7 @@ pub fn nonblocking_of_type(
     file_type: Option<rustix::fs::FileType>,
 ) -> Result<(Writer, Option<String>), String> {
     let (fd, kind, note) = nonblocking_parts(n, fd, file_type)?;
-    Ok((Writer { fd, kind }, note))
+    Ok((Writer { fd, kind, note: None }, note))
 }
 
 fn nonblocking_parts(
@@ -111,13 +140,10 @@ fn nonblocking_parts(
     let dup =
         || rustix::io::fcntl_dupfd_cloexec(fd, 3).map_err(|e| format!("fcntl(F_DUPFD_CLOEXEC) on fd {n} failed: {e}"));
     Ok(match file_type {
-        Some(rustix::fs::FileType::Fifo) => match reopen_nonblocking(n, rustix::fs::OFlags::empty()) {
-            Ok(fd) => (fd, Kind::NonBlocking, None),
-            Err(e) => {
-                let note = format!("fd {n}: cannot reopen the pipe non-blocking ({e}); writing with RWF_NOWAIT");
-                (dup()?, Kind::NowaitPipe, Some(note))
-            }
-        },
+        // Nothing opened at start-up, where every system call delays the provider (issue 20.5:
+        // the /proc reopen cost ~4 us, ~10 us cold); where RWF_NOWAIT is refused the first
+        // write reopens the pipe.
+        Some(rustix::fs::FileType::Fifo) => (dup()?, Kind::NowaitPipe, None),
         Some(rustix::fs::FileType::Socket) => (dup()?, Kind::Socket, None),
         Some(rustix::fs::FileType::CharacterDevice) if sys::isatty(fd.as_raw_fd()) => {
             match reopen_nonblocking(n, rustix::fs::OFlags::NOCTTY) {
@@ -148,4 +174,69 @@ fn reopen_nonblocking(n: RawFd, extra: rustix::fs::OFlags) -> io::Result<OwnedFd
     use rustix::fs::OFlags;
     let flags = OFlags::WRONLY | OFlags::NONBLOCK | OFlags::CLOEXEC | extra;
     Ok(rustix::fs::open(format!("/proc/self/fd/{n}"), flags, rustix::fs::Mode::empty())?)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::fd::AsRawFd;
+
+    use super::*;
+
+    fn fill(out: &mut Writer) {
+        loop {
+            match out.write(&[b'x'; 4096]) {
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) => panic!("filling: {e}"),
+            }
+        }
+    }
+
+    fn nonblocking_flag(fd: BorrowedFd<'_>) -> bool {
+        rustix::fs::fcntl_getfl(fd).expect("F_GETFL").contains(rustix::fs::OFlags::NONBLOCK)
+    }
+
+    /// An anonymous pipe (Linux 6.4+) is written through guardian's dup with RWF_NOWAIT:
+    /// nothing reopened, the caller's description stays blocking, and a full pipe does not
+    /// block the write.
+    #[test]
+    fn a_pipe_is_written_with_rwf_nowait_on_a_dup() {
+        let (_r, w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).expect("pipe");
+        let (mut out, note) = nonblocking(w.as_raw_fd(), w.as_fd()).expect("writer");
+        assert!(note.is_none());
+        fill(&mut out);
+        // Kernels before 6.4 refuse RWF_NOWAIT on pipes too: then the pipe was reopened.
+        let (_pr, pw) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).expect("pipe");
+        if sys::write_nowait(pw.as_fd(), b"x").is_ok() {
+            assert!(matches!(out.kind, Kind::NowaitPipe), "RWF_NOWAIT taken: nothing reopened");
+        } else {
+            assert!(matches!(out.kind, Kind::NonBlocking));
+        }
+        assert!(!nonblocking_flag(w.as_fd()), "the caller's description was made non-blocking");
+        assert!(out.take_note().is_none());
+    }
+
+    /// A named FIFO, which the kernel refuses RWF_NOWAIT for: the first write reopens it
+    /// through /proc as guardian's own O_NONBLOCK description, and a full FIFO does not block.
+    #[test]
+    fn a_pipe_refusing_rwf_nowait_is_reopened_non_blocking_at_the_first_write() {
+        use rustix::fs::{Mode, OFlags};
+        let dir = std::env::temp_dir().join(format!("guardian-writer-{}", std::process::id()));
+        let _ = std::fs::create_dir(&dir);
+        let path = dir.join("fifo");
+        let _ = std::fs::remove_file(&path);
+        rustix::fs::mknodat(rustix::fs::CWD, &path, rustix::fs::FileType::Fifo, Mode::from_raw_mode(0o600), 0)
+            .expect("mkfifo");
+        let _r = rustix::fs::open(&path, OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC, Mode::empty())
+            .expect("open the read end");
+        let w = rustix::fs::open(&path, OFlags::WRONLY | OFlags::CLOEXEC, Mode::empty()).expect("open the write end");
+        let _ = std::fs::remove_dir_all(&dir);
+        let (mut out, _) = nonblocking(w.as_raw_fd(), w.as_fd()).expect("writer");
+        assert!(matches!(out.kind, Kind::NowaitPipe), "nothing is reopened before the first write");
+        fill(&mut out);
+        assert!(matches!(out.kind, Kind::NonBlocking), "RWF_NOWAIT refused: reopened");
+        assert!(nonblocking_flag(out.fd()), "guardian's own description is non-blocking");
+        assert!(!nonblocking_flag(w.as_fd()), "the caller's description was made non-blocking");
+        assert!(out.take_note().is_none(), "the reopen worked: nothing to report");
+    }
 }

@@ -28,6 +28,8 @@ enum Events {
     Unread,
     /// As `Unread`, and the pipe is full before guardian starts.
     UnreadFull,
+    /// As `UnreadFull`, through a named FIFO (mode 0600, the test's) instead of a pipe.
+    UnreadFullFifo,
     /// Nothing (no `--events-fd 3` either).
     None,
 }
@@ -109,6 +111,13 @@ impl Builder<'_> {
         self.events = Events::UnreadFull;
         self
     }
+    /// As [`Builder::events_unread_full`], through a named FIFO of the test's user (mode
+    /// 0600): a pipe the kernel refuses `RWF_NOWAIT` for, so guardian reopens it through /proc
+    /// (or, as another user, cannot).
+    pub fn events_unread_full_fifo(mut self) -> Self {
+        self.events = Events::UnreadFullFifo;
+        self
+    }
     /// Passes `file` to guardian as fd `target`.
     pub fn pass_fd(mut self, file: File, target: RawFd) -> Self {
         self.extra_fds.push((file, target));
@@ -183,8 +192,12 @@ impl Builder<'_> {
         let mut fds = self.extra_fds;
         let mut events_read = None;
         if self.events != Events::None {
-            let (read, write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).expect("pipe2");
-            if self.events == Events::UnreadFull {
+            let (read, write) = if self.events == Events::UnreadFullFifo {
+                named_fifo(&self.ctx.path(&format!("events-{}.fifo", random_digits(6))))
+            } else {
+                rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).expect("pipe2")
+            };
+            if matches!(self.events, Events::UnreadFull | Events::UnreadFullFifo) {
                 fill_pipe(&read);
             }
             fds.push((File::from(write), 3));
@@ -275,6 +288,21 @@ impl Builder<'_> {
         }
         Guardian { child, stream, unread, stderr_path, status: None, deadline: DEADLINE }
     }
+}
+
+/// A named FIFO at `path` (mode 0600), opened: its read end (non-blocking) and write end.
+fn named_fifo(path: &std::path::Path) -> (OwnedFd, OwnedFd) {
+    use rustix::fs::{Mode, OFlags};
+    rustix::fs::mknodat(rustix::fs::CWD, path, rustix::fs::FileType::Fifo, Mode::from_raw_mode(0o600), 0)
+        .unwrap_or_else(|e| panic!("mkfifo {}: {e}", path.display()));
+    let open = |flags| {
+        rustix::fs::open(path, flags | OFlags::CLOEXEC, Mode::empty())
+            .unwrap_or_else(|e| panic!("open {}: {e}", path.display()))
+    };
+    let read = open(OFlags::RDONLY | OFlags::NONBLOCK);
+    let write = open(OFlags::WRONLY);
+    rustix::io::ioctl_fionbio(&read, false).expect("make the FIFO's read end blocking again");
+    (read, write)
 }
 
 /// Fills the pipe whose read end is `read` through a separate, non-blocking description of its
