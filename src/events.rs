@@ -101,8 +101,10 @@ impl Events {
     /// Writes as much of the buffer as the reader takes without blocking.
     pub fn flush(&mut self) {
         self.write_buffered();
-        if let Some(note) = self.out.as_mut().and_then(Writer::take_note) {
-            crate::log::debug!("events fd {note}");
+        let refused = self.out.as_mut().map(Writer::take_fallbacks).unwrap_or_default();
+        for f in refused {
+            // (its event is written by this same flush, one level down, with nothing to report)
+            self.fallback(f.what, &f.err, &format!("{} (events fd)", f.instead));
         }
     }
 

@@ -1,7 +1,8 @@
 //! log: leveled diagnostics on stderr, every line prefixed `guardian:`. Logging never stops a
 //! teardown: write errors (closed or broken stderr) are ignored, and once guardian supervises
-//! ([`never_block`]) stderr is written through guardian's own non-blocking description (the
-//! caller's description keeps its flags), so a stderr pipe nobody reads cannot block guardian.
+//! ([`never_block`]) stderr is written so that it never blocks (`RWF_NOWAIT` on a pipe, else
+//! guardian's own non-blocking description; the caller's description keeps its flags, see
+//! `writer.rs`), so a stderr pipe nobody reads cannot block guardian.
 //! Lines that do not fit are dropped, counted, and reported once at exit ([`finish`]).
 
 use std::io::Write;
@@ -52,21 +53,24 @@ pub fn write(level: u8, args: std::fmt::Arguments<'_>) {
     }
     let line = format!("guardian: {args}\n");
     let mut sink = SINK.lock().unwrap_or_else(|p| p.into_inner());
-    let note = match sink.as_mut() {
+    let refused = match sink.as_mut() {
         Some(sink) => {
             if !write_line(&mut sink.out, line.as_bytes()) {
                 sink.dropped += 1;
             }
-            sink.out.take_note()
+            sink.out.take_fallbacks()
         }
         None => {
             let _ = std::io::stderr().lock().write_all(line.as_bytes());
-            None
+            Vec::new()
         }
     };
     drop(sink);
-    if let Some(note) = note {
-        debug!("stderr {note}");
+    // Logged once the lock is free (these lines go through the same writer, with nothing left
+    // to report).
+    for f in refused {
+        let errno = crate::errno::name(f.err.raw_os_error().unwrap_or(0));
+        info!("{} refused ({errno}: {}); falling back to {} (stderr)", f.what, f.err, f.instead);
     }
 }
 

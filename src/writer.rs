@@ -6,7 +6,7 @@
 //! description (the caller's keeps its flags), as a terminal is at once; and where that is
 //! refused too (another user's pipe, no /proc), written only after poll() reports room and at
 //! most `PIPE_BUF` bytes at a time (which then cannot block while guardian is the pipe's only
-//! writer), with a note for the log. Plain blocking writes remain only for regular files and
+//! writer). Each refusal is handed to the owner to report (`Writer::take_fallbacks`). Plain blocking writes remain only for regular files and
 //! terminals that cannot be reopened. Below both `events` and `log`, so neither imports the
 //! other for it.
 
@@ -36,9 +36,18 @@ enum Kind {
 pub struct Writer {
     fd: OwnedFd,
     kind: Kind,
-    /// What could not be done at a write, for the owner to log (a write cannot log itself: the
+    /// Interfaces refused at a write, for the owner to report (a write cannot log itself: the
     /// log writes through a Writer too).
-    note: Option<String>,
+    refused: Vec<Fallback>,
+}
+
+/// An interface a write found refused, and what the writer does instead: for the owner's
+/// `fallback` event and log line (a fallback is never silent).
+pub struct Fallback {
+    /// The refused interface: `pwritev2` (`RWF_NOWAIT`), or `open` (the /proc reopen).
+    pub what: &'static str,
+    pub err: io::Error,
+    pub instead: &'static str,
 }
 
 impl Writer {
@@ -52,8 +61,8 @@ impl Writer {
                 Kind::NonBlocking | Kind::Blocking => rustix::io::write(&self.fd, buf).map_err(io::Error::from),
             };
             match res {
-                Err(e) if matches!(self.kind, Kind::NowaitPipe) && e.raw_os_error() == Some(libc::EOPNOTSUPP) => {
-                    self.without_nowait();
+                Err(e) if matches!(self.kind, Kind::NowaitPipe) && nowait_refused(&e) => {
+                    self.without_nowait(e);
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 other => return other,
@@ -61,37 +70,50 @@ impl Writer {
         }
     }
 
-    /// The kernel refused `RWF_NOWAIT` on this pipe: guardian's own `O_NONBLOCK` description
-    /// of it through /proc, else writes after poll() (with a note).
-    fn without_nowait(&mut self) {
+    /// `RWF_NOWAIT` was refused on this pipe (`EOPNOTSUPP` from the kernel; `ENOSYS` or
+    /// `EPERM` from a seccomp filter): guardian's own `O_NONBLOCK` description of it through
+    /// /proc, else writes after poll(). The kernel's `EOPNOTSUPP` (a named FIFO, a kernel
+    /// before 6.4) followed by a reopen is the designed path, as safe, and not reported; a
+    /// filter's refusal and the poll() writes are.
+    fn without_nowait(&mut self, err: io::Error) {
+        const REOPENED: &str = "its own non-blocking description of the pipe, reopened through /proc/self/fd";
+        const POLLED: &str = "writes after poll(), at most PIPE_BUF bytes at a time";
         match reopen_nonblocking(self.fd.as_raw_fd(), rustix::fs::OFlags::empty()) {
             Ok(fd) => {
                 self.fd = fd;
                 self.kind = Kind::NonBlocking;
+                if err.raw_os_error() != Some(libc::EOPNOTSUPP) {
+                    self.refused.push(Fallback { what: "pwritev2", err, instead: REOPENED });
+                }
             }
-            Err(e) => {
+            Err(reopen) => {
                 self.kind = Kind::PolledPipe;
-                self.note = Some(format!(
-                    "pipe: the kernel refused RWF_NOWAIT and it cannot be reopened non-blocking ({e}); writing after poll(), at most PIPE_BUF bytes at a time"
-                ));
+                self.refused.push(Fallback { what: "pwritev2", err, instead: POLLED });
+                self.refused.push(Fallback { what: "open", err: reopen, instead: POLLED });
             }
         }
     }
 
-    /// What a write could not do (once), for the owner to log.
-    pub fn take_note(&mut self) -> Option<String> {
-        self.note.take()
+    /// The interfaces writes found refused since the last call, for the owner to report.
+    pub fn take_fallbacks(&mut self) -> Vec<Fallback> {
+        std::mem::take(&mut self.refused)
     }
 
     /// A writer over a file guardian opened itself (`--events-file`): non-blocking for a FIFO
     /// or character device it opened `O_NONBLOCK`, plain writes for a regular file.
     pub fn opened(fd: OwnedFd, nonblocking: bool) -> Writer {
-        Writer { fd, kind: if nonblocking { Kind::NonBlocking } else { Kind::Blocking }, note: None }
+        Writer { fd, kind: if nonblocking { Kind::NonBlocking } else { Kind::Blocking }, refused: Vec::new() }
     }
 
     pub fn fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
     }
+}
+
+/// Whether a `pwritev2(RWF_NOWAIT)` error means the interface is refused rather than the
+/// write: anything but a full pipe (`EAGAIN`), a signal, or a gone reader (`EPIPE`).
+fn nowait_refused(e: &io::Error) -> bool {
+    !matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) && e.raw_os_error() != Some(libc::EPIPE)
 }
 
 /// One write that cannot block while guardian is the pipe's only writer: poll() reports at
@@ -113,7 +135,7 @@ fn write_polled(fd: &OwnedFd, buf: &[u8]) -> io::Result<usize> {
 
 /// guardian's own write side of the caller's fd `n`: a pipe is guardian's close-on-exec dup,
 /// written with `RWF_NOWAIT` (reopened at the first write if the kernel refuses that, see
-/// [`Writer::take_note`]); a terminal is reopened through `/proc/self/fd/N` as a new
+/// [`Writer::take_fallbacks`]); a terminal is reopened through `/proc/self/fd/N` as a new
 /// `O_NONBLOCK` description (the caller's description keeps its flags), else written
 /// blocking. Sockets use `MSG_DONTWAIT`; regular files block (briefly). The note says what
 /// could not be done, for the caller to log (the log itself may be what is set up).
@@ -129,7 +151,7 @@ pub fn nonblocking_of_type(
     file_type: Option<rustix::fs::FileType>,
 ) -> Result<(Writer, Option<String>), String> {
     let (fd, kind, note) = nonblocking_parts(n, fd, file_type)?;
-    Ok((Writer { fd, kind, note: None }, note))
+    Ok((Writer { fd, kind, refused: Vec::new() }, note))
 }
 
 fn nonblocking_parts(
@@ -213,7 +235,7 @@ mod tests {
             assert!(matches!(out.kind, Kind::NonBlocking));
         }
         assert!(!nonblocking_flag(w.as_fd()), "the caller's description was made non-blocking");
-        assert!(out.take_note().is_none());
+        assert!(out.take_fallbacks().is_empty());
     }
 
     /// A named FIFO, which the kernel refuses RWF_NOWAIT for: the first write reopens it
@@ -237,6 +259,6 @@ mod tests {
         assert!(matches!(out.kind, Kind::NonBlocking), "RWF_NOWAIT refused: reopened");
         assert!(nonblocking_flag(out.fd()), "guardian's own description is non-blocking");
         assert!(!nonblocking_flag(w.as_fd()), "the caller's description was made non-blocking");
-        assert!(out.take_note().is_none(), "the reopen worked: nothing to report");
+        assert!(out.take_fallbacks().is_empty(), "the kernel's EOPNOTSUPP and a reopen: the designed path");
     }
 }

@@ -43,12 +43,25 @@ pub fn send_nonblocking(fd: BorrowedFd<'_>, buf: &[u8]) -> io::Result<usize> {
 }
 
 /// `pwritev2(fd, [buf], -1, RWF_NOWAIT)`: a write that fails with EAGAIN instead of blocking,
-/// without changing the description's shared `O_NONBLOCK` flag. Pipes support it since
-/// Linux 5.x; older kernels answer EOPNOTSUPP.
+/// without changing the description's shared `O_NONBLOCK` flag. Anonymous pipes support it
+/// since Linux 6.4; named FIFOs, pipes reopened through /proc and older kernels answer
+/// `EOPNOTSUPP`. The system call itself, so its errno is the kernel's (or a seccomp filter's):
+/// glibc's wrapper turns `ENOSYS` into `EOPNOTSUPP`, musl's does not.
 pub fn write_nowait(fd: BorrowedFd<'_>, buf: &[u8]) -> io::Result<usize> {
     let iov = libc::iovec { iov_base: buf.as_ptr() as *mut libc::c_void, iov_len: buf.len() };
-    // SAFETY: one iovec describing `buf`, valid for the call; offset -1 means "current
-    // position" (pipes have none).
-    let n = unsafe { libc::pwritev2(fd.as_raw_fd(), &iov, 1, -1, libc::RWF_NOWAIT) };
+    // SAFETY: pwritev2(fd, iov, iovcnt, pos_l, pos_h, flags) with one iovec describing `buf`,
+    // valid for the call; the offset -1 (both halves, for 32-bit ABIs) means "the current
+    // position" (pipes have none). It only writes; no memory of ours is changed.
+    let n = unsafe {
+        libc::syscall(
+            libc::SYS_pwritev2,
+            fd.as_raw_fd() as libc::c_long,
+            &iov as *const libc::iovec,
+            1 as libc::c_long,
+            -1 as libc::c_long,
+            -1 as libc::c_long,
+            libc::RWF_NOWAIT as libc::c_long,
+        )
+    };
     if n < 0 { Err(io::Error::last_os_error()) } else { Ok(n as usize) }
 }

@@ -90,6 +90,19 @@ fn check_interface(nr: libc::c_long, errno: i32, what: &str) {
     assert!(f.stderr.contains(&format!("{what} refused")), "no log line for the {what} fallback: {}", f.stderr);
 }
 
+/// `pwritev2` (the events pipe's `RWF_NOWAIT` writes) refused: the pipe is reopened
+/// non-blocking through /proc, or (guardian runs as another user than the pipe's, so here)
+/// written after poll(); every event still arrives.
+#[test]
+fn pwritev2_enosys() {
+    check_interface(libc::SYS_pwritev2, libc::ENOSYS, "pwritev2");
+}
+
+#[test]
+fn pwritev2_eperm() {
+    check_interface(libc::SYS_pwritev2, libc::EPERM, "pwritev2");
+}
+
 #[test]
 fn pidfd_open_enosys() {
     check_interface(libc::SYS_pidfd_open, libc::ENOSYS, "pidfd_open");

@@ -36,7 +36,8 @@ fn full_events_pipe_never_blocks_release() {
 /// As above through a named FIFO, which the kernel refuses `RWF_NOWAIT` for (6.18 as on the
 /// kernels before 6.4 for every pipe): guardian reopens it through /proc as its own
 /// non-blocking description at the first write; as another user than the FIFO's (mode 0600)
-/// it cannot, writes only after poll() reports room, and says so in its log.
+/// it cannot, and writes only after poll() reports room, which is logged. The writer never
+/// gives up on the events.
 #[test]
 fn full_named_fifo_events_never_block_release() {
     for uid in [None, Some(NOBODY)] {
@@ -45,27 +46,21 @@ fn full_named_fifo_events_never_block_release() {
         }
         let ctx = Ctx::new("full-events-fifo");
         let script = format!("setsid env -i {} & exit 7", ctx.sleep());
-        let mut b = ctx.guardian().args(["--grace", "300ms", "-vv"]).script(&script).events_unread_full_fifo();
+        let mut b = ctx.guardian().args(["--grace", "300ms", "-v"]).script(&script).events_unread_full_fifo();
         b = match uid {
             Some(uid) => b.uid(uid),
             None => b.privileged(),
         };
         let mut g = b.spawn();
         let status = g.wait();
-        assert_eq!(status.code(), Some(7), "uid {uid:?}: {}", g.stderr());
+        let stderr = g.stderr();
+        assert_eq!(status.code(), Some(7), "uid {uid:?}: {stderr}");
         ctx.assert_nothing_left();
-        let rest = g.drain_unread();
-        let text = String::from_utf8_lossy(&rest);
-        for line in text.trim_start_matches('#').lines().filter(|l| !l.is_empty()) {
-            assert!(serde_json::from_str::<serde_json::Value>(line).is_ok(), "torn line {line:?}");
-        }
-        let polled = g.stderr().contains("cannot be reopened non-blocking");
-        assert_eq!(
-            polled,
-            uid.is_some(),
-            "uid {uid:?}: the poll() fallback is logged exactly when the reopen is refused: {}",
-            g.stderr()
-        );
+        // The reopen is the designed path for a FIFO (nothing reported); the poll() writes are
+        // a fallback, reported with why.
+        let polled = stderr.contains("pwritev2 refused (EOPNOTSUPP") && stderr.contains("open refused (EACCES");
+        assert_eq!(polled, uid.is_some(), "uid {uid:?}: the poll() fallback is reported exactly when taken: {stderr}");
+        assert!(!stderr.contains("write failed"), "uid {uid:?}: the events writer gave up: {stderr}");
     }
 }
 
