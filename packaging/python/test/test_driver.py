@@ -74,12 +74,20 @@ def test_stop_right_after_the_start_is_a_stop_request(tag: Tag) -> None:
         tag.assert_nothing_left()
 
 
-def test_a_grace_from_the_environment_is_waited_for(tag: Tag) -> None:
+@pytest.mark.parametrize("where", ["env=", "os.environ, unset after the start"])
+def test_a_grace_from_the_environment_is_waited_for(tag: Tag, where: str, monkeypatch: pytest.MonkeyPatch) -> None:
     # GUARDIAN_GRACE=5s and no grace=: leaving the block must wait guardian's 5 s grace (which
-    # ends with guardian's own SIGKILL), not the default 1 s and then ask to kill now.
-    env = {**os.environ, "GUARDIAN_GRACE": "5s"}
+    # ends with guardian's own SIGKILL), not the default 1 s and then ask to kill now. The
+    # driver takes the value guardian got at the start (this process's environment may change
+    # after it).
     script = f"trap '' TERM; sleep {tag.sleep()}; wait"
-    with treeguardian.Popen(["sh", "-c", script, tag.nonce], env=env) as p:
+    if where == "env=":
+        p = treeguardian.Popen(["sh", "-c", script, tag.nonce], env={**os.environ, "GUARDIAN_GRACE": "5s"})
+    else:
+        monkeypatch.setenv("GUARDIAN_GRACE", "5s")
+        p = treeguardian.Popen(["sh", "-c", script, tag.nonce])
+        monkeypatch.delenv("GUARDIAN_GRACE")
+    with p:
         p.wait_spawned(10)
         # the tagged sleep runs: the provider has set its trap (a SIGTERM before would end it)
         sleeping = lambda: any(_read(f"/proc/{x}/cmdline").startswith(b"sleep\0") for x in tag.live())  # noqa: E731
@@ -89,6 +97,128 @@ def test_a_grace_from_the_environment_is_waited_for(tag: Tag) -> None:
     assert reasons == ["signal"], (reasons, p.events)
     stopping = next(e for e in p.events if isinstance(e, treeguardian.Stopping))
     assert stopping.grace_ms == 5000, stopping
+
+
+def test_events_are_read_when_asked_and_nothing_runs_for_them_until_a_wait(tag: Tag) -> None:
+    # A fresh interpreter: a Popen nobody waits on starts no reader thread (one woken by
+    # `spawned` competed with guardian's start-up, issue 20.5), yet every event is there when
+    # asked; a process reaped with its events unread closes its end of the pipe when dropped.
+    code = r"""
+import gc, os, subprocess, sys, threading
+import treeguardian
+def fds(): return sorted(os.listdir("/proc/self/fd"))
+def readers(): return [t for t in threading.enumerate() if t.name == "treeguardian-events"]
+before = fds()
+p = treeguardian.Popen(["sh", "-c", "echo x", sys.argv[1]], stdout=subprocess.PIPE)
+assert p.stdout.read() == b"x\n"
+subprocess.Popen.wait(p, 30)  # reaped, the events not touched
+assert not readers(), readers()
+p.stdout.close()
+del p
+gc.collect()
+assert fds() == before, (before, fds())
+q = treeguardian.Popen(["sh", "-c", "echo y", sys.argv[1]], stdout=subprocess.PIPE)
+assert q.stdout.read() == b"y\n"
+subprocess.Popen.wait(q, 30)
+names = [e.event for e in q.events]
+assert names[0] == "spawned" and names[-1] == "released", names
+assert not readers(), readers()
+r = treeguardian.Popen(["sh", "-c", "echo z", sys.argv[1]], stdout=subprocess.PIPE)
+assert r.stdout.read() == b"z\n"
+subprocess.Popen.wait(r, 30)
+child = os.fork()
+if child == 0:  # a forked child asking reads nothing of the parent's pipe
+    os._exit(0 if r.events == [] else 1)
+assert os.waitpid(child, 0)[1] == 0
+assert [e.event for e in r.events][-1] == "released", r.events
+# A reader thread that cannot start: that wait raises, the next one works.
+start = threading.Thread.start
+def refuse(self): raise RuntimeError("no thread")
+threading.Thread.start = refuse
+s = treeguardian.Popen(["sh", "-c", "echo w", sys.argv[1]], stdout=subprocess.PIPE)
+try:
+    s.wait_spawned(30)
+    raise AssertionError("the wait did not raise")
+except RuntimeError:
+    pass
+threading.Thread.start = start
+assert s.stdout.read() == b"w\n"
+assert s.wait(30) == 0 and s.wait_released(30) is not None, s.events
+assert q.wait(30) == 0 and q.released is not None
+print("ok")
+"""
+    out = subprocess.run([sys.executable, "-c", code, tag.nonce], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", (out.stdout, out.stderr)
+    tag.assert_nothing_left()
+
+
+def test_events_beyond_the_pipe_before_the_first_wait_are_all_read(tag: Tag) -> None:
+    # ~1000 forwarded signals (~100 KiB of `signal` events, beyond a pipe's 64 KiB) while
+    # nothing reads, then the provider exits and the host waits: wait() reads them while
+    # guardian exits, which otherwise waits for a reader and then drops the rest, `released`
+    # among them.
+    script = f"trap '' USR1; read line; echo {tag.nonce} >/dev/null"
+    p = treeguardian.Popen(["sh", "-c", script, tag.nonce], stdin=subprocess.PIPE)
+    assert p.stdin is not None
+    try:
+        wait_for("the provider's trap", lambda: True if _ignores_usr1(tag) else None)
+        for _ in range(1000):
+            os.kill(p.pid, signal.SIGUSR1)
+            # mostly one event each: the next is sent once guardian took this one
+            wait_for("guardian to take SIGUSR1", lambda: True if not _pending(p.pid, signal.SIGUSR1) else None)
+        p.stdin.close()
+        assert p.wait(30) == 0
+    finally:
+        if p.returncode is None:
+            p.kill_now()
+            p.wait(30)
+    tag.assert_nothing_left()
+    assert isinstance(p.released, Released), p.events[-3:]
+    assert len([e for e in p.events if isinstance(e, treeguardian.Signal)]) >= 900
+
+
+def _ignores_usr1(tag: Tag) -> bool:
+    """The tagged provider (``sh -c SCRIPT NONCE``) has set its trap: SIGUSR1 is in SigIgn."""
+    for pid in tag.live():
+        if b"read line" in _read(f"/proc/{pid}/cmdline"):
+            for line in _read(f"/proc/{pid}/status").splitlines():
+                if line.startswith(b"SigIgn:") and int(line.split()[1], 16) & (1 << (signal.SIGUSR1 - 1)):
+                    return True
+    return False
+
+
+def _pending(pid: int, sig: int) -> bool:
+    """Whether ``sig`` is pending for the process (ShdPnd) or its main thread (SigPnd)."""
+    mask = 0
+    for line in _read(f"/proc/{pid}/status").splitlines():
+        if line.startswith((b"ShdPnd:", b"SigPnd:")):
+            mask |= int(line.split()[1], 16)
+    return bool(mask & (1 << (sig - 1)))
+
+
+def test_the_common_start_runs_what_guardian_argv_gives(tag: Tag) -> None:
+    # Popen's shortest path builds the command line inline: it must be guardian_argv's.
+    from pathlib import Path
+
+    args = ["sh", b"-c", Path("exit 0"), tag.nonce]
+    p = treeguardian.Popen(args)
+    assert p.wait(30) == 0
+    fd = int(p.args[1].split("=")[1])
+    assert p.args == treeguardian.guardian_argv(args, events_fd=fd), p.args
+    assert [e.event for e in p.events][-1] == "released"
+
+
+def test_the_environment_is_read_as_a_child_gets_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The spawn path reads os.environ through its bytes table (one C call): it must follow
+    # every change of os.environ.
+    from treeguardian._binary import ENVIRON
+
+    monkeypatch.setenv("TREEGUARDIAN_TEST_ENVIRON", "a b")
+    assert ENVIRON.get(b"TREEGUARDIAN_TEST_ENVIRON") == b"a b"
+    os.environ["TREEGUARDIAN_TEST_ENVIRON"] = "c"
+    assert ENVIRON.get(b"TREEGUARDIAN_TEST_ENVIRON") == b"c"
+    monkeypatch.delenv("TREEGUARDIAN_TEST_ENVIRON")
+    assert ENVIRON.get(b"TREEGUARDIAN_TEST_ENVIRON") is None
 
 
 def test_context_manager_stops_a_running_tree(tag: Tag) -> None:

@@ -27,7 +27,7 @@ from typing import (
     Union,
 )
 
-from ._binary import binary, cached_binary, forget_binary
+from ._binary import ENVIRON, _found, binary, cached_binary, forget_binary, _ENV_OVERRIDE_KEY
 from ._events import Event, Released, Spawned
 from ._options import DRIVER_OWNED, OPTIONS, Duration, duration_seconds, to_args
 from ._status import Outcome, describe
@@ -86,82 +86,94 @@ def term_blocked(pid: int) -> Optional[bool]:
     return None
 
 
-def env_grace(env: Optional[Mapping[Any, Any]]) -> float:
-    """The grace guardian will use when no ``grace=`` is given: ``GUARDIAN_GRACE`` of the
-    environment it gets (``env=``, else this process's), else its default. The drivers wait
-    that long (plus a margin) before they ask guardian to kill the tree now, so a grace set
-    through the environment must not be cut short by the default's second."""
-    name = OPTIONS["grace"].env or "GUARDIAN_GRACE"
-    value = (os.environ if env is None else env).get(name)
-    if value is None and env is not None:
-        value = env.get(os.fsencode(name))
-    if value is None:
+#: ``GUARDIAN_GRACE``: guardian's grace, when no ``grace=`` is given.
+GRACE_ENV = OPTIONS["grace"].env or "GUARDIAN_GRACE"
+_GRACE_ENV_KEY = GRACE_ENV.encode()
+
+
+def env_grace_text(env: Optional[Mapping[Any, Any]]) -> Union[str, bytes, None]:
+    """``GUARDIAN_GRACE`` of the environment guardian gets (``env=``, else this process's),
+    as given. Taken at the start (one dictionary lookup), read by :func:`env_grace` later."""
+    if env is None:
+        return ENVIRON.get(_GRACE_ENV_KEY)
+    value = env.get(GRACE_ENV)
+    return env.get(_GRACE_ENV_KEY) if value is None else value
+
+
+def env_grace(text: Union[str, bytes, None]) -> float:
+    """The grace guardian uses when no ``grace=`` is given: its ``GUARDIAN_GRACE``
+    (:func:`env_grace_text`), else its default. The drivers wait that long (plus a margin)
+    before they ask guardian to kill the tree now, so a grace set through the environment must
+    not be cut short by the default's second."""
+    if text is None:
         return DEFAULT_GRACE
     try:
-        return duration_seconds(os.fsdecode(value))
+        return duration_seconds(os.fsdecode(text))
     except ValueError:
         return DEFAULT_GRACE  # guardian itself refuses it (status 125, naming the variable)
 
 
+#: The events pipe: non-blocking, for the stream reads what is there when asked (guardian
+#: never blocks on its end whatever the flags: RWF_NOWAIT, or its own reopened description).
+_PIPE_FLAGS = os.O_CLOEXEC | os.O_NONBLOCK
+#: ``Popen`` keywords that take it off its shortest path (:meth:`Popen.__init__`).
+_NOT_PLAIN = GUARDIAN_KEYWORDS | {"shell", "pass_fds", "env", "executable"}
+
+
 class spawning:
-    """One start of guardian, as a ``with`` block around the call that starts it: takes
-    guardian's options (:data:`GUARDIAN_KEYWORDS`) and ``pass_fds`` out of ``kwds``, makes the
-    events pipe and gives ``argv`` and ``pass_fds`` (the pipe's write end among them) and the
-    grace in seconds. On leaving the block the write end is closed and, if the block raised,
-    the read end too; else ``stream`` reads the events.
+    """One start of guardian, around the call that starts it: takes guardian's options
+    (:data:`GUARDIAN_KEYWORDS`), ``shell`` and ``pass_fds`` out of ``kwds``, makes the events
+    pipe and gives ``argv`` and ``pass_fds`` (the pipe's write end among them). Once the call
+    returned, :meth:`started` closes the write end and gives the stream; if it raised,
+    :meth:`failed` closes both ends.
 
-    Everything here runs before guardian starts, on the spawn's critical path, so it is kept
-    short (issue 20.5): the stream is made only once guardian runs, and the binary's path is
-    the cached one (a binary that vanished since is named when the start fails), and the grace
-    is worked out after it."""
+    Everything here runs on the spawn's critical path (issue 20.5): while a host works right
+    after the spawn, guardian starts as much later (measured 1:1 on a 2-core host), so nothing
+    is done before or after the start that can wait. The binary's path is the cached one (a
+    binary that vanished since is named when the start fails); the stream reads nothing until
+    asked (:class:`EventStream`); the grace from the environment is parsed when needed.
+    :class:`Popen`'s common start does the same inline."""
 
-    argv: List[str]
-    pass_fds: Tuple[int, ...]
-    stream: EventStream
+    __slots__ = ("argv", "pass_fds", "grace", "env_grace", "_rfd", "_wfd")
+    #: ``grace=``, else ``GUARDIAN_GRACE`` as guardian gets it (parsed when needed).
+    env_grace: Union[str, bytes, None]
 
-    def __init__(self, args: Args, kwds: Dict[str, Any], grace: Optional[Duration], *, shell: bool = False) -> None:
+    def __init__(self, args: Args, kwds: Dict[str, Any], grace: Optional[Duration]) -> None:
+        self.grace = grace
+        self.env_grace = env_grace_text(kwds.get("env")) if grace is None else None
+        shell = bool(kwds.pop("shell", False))
         options = {} if GUARDIAN_KEYWORDS.isdisjoint(kwds) else {k: kwds.pop(k) for k in list(kwds) if k in GUARDIAN_KEYWORDS}
         if grace is not None:
+            duration_seconds(grace)  # a bad grace raises before anything starts
             options["grace"] = grace
-        # An explicit grace is checked here (a bad one raises before anything starts).
-        self._given_grace = duration_seconds(grace) if grace is not None else None
-        self._env = kwds.get("env")
-        self._rfd, self._wfd = os.pipe2(os.O_CLOEXEC)
+        self._rfd, self._wfd = os.pipe2(_PIPE_FLAGS)
         try:
             self.argv = guardian_argv(args, shell=shell, events_fd=self._wfd, **options)
-            self.pass_fds = (*kwds.pop("pass_fds", ()), self._wfd)
+            given = kwds.pop("pass_fds", None)
+            self.pass_fds = (*given, self._wfd) if given else (self._wfd,)
         except BaseException:
             os.close(self._rfd)
             os.close(self._wfd)
             raise
 
-    def __enter__(self) -> "spawning":
-        return self
-
-    @property
-    def grace(self) -> float:
-        """The grace in seconds: ``grace=``, else guardian's from the environment it got. Asked
-        after the start (off its critical path), when guardian has read that environment."""
-        if self._given_grace is not None:
-            return self._given_grace
-        return env_grace(self._env)
-
-    def __exit__(
-        self,
-        exc_type: Optional[Type[BaseException]],
-        exc: Optional[BaseException],
-        tb: Optional[TracebackType],
-    ) -> None:
+    def started(self) -> EventStream:
+        """guardian runs: the write end is its alone; the events to read."""
         os.close(self._wfd)
-        if exc is None:
-            self.stream = EventStream()
-            self.stream.read_fd(self._rfd)
-            return
-        os.close(self._rfd)
-        if isinstance(exc, FileNotFoundError) and exc.filename == self.argv[0]:
-            # The cached binary is gone: search again, raising the error that names where.
-            forget_binary()
-            binary()
+        return EventStream(self._rfd)
+
+    def failed(self, exc: BaseException) -> None:
+        """The start raised ``exc``: both ends closed (see :func:`_start_failed`)."""
+        _start_failed(exc, self.argv[0], self._rfd, self._wfd)
+
+
+def _start_failed(exc: BaseException, path: str, rfd: int, wfd: int) -> None:
+    """The start of guardian at ``path`` raised ``exc``: the events pipe's ends closed. A cached
+    binary that is gone is searched again, raising the error that names where."""
+    os.close(wfd)
+    os.close(rfd)
+    if isinstance(exc, FileNotFoundError) and exc.filename == path:
+        forget_binary()
+        binary()
 
 
 class TreeVerbs:
@@ -170,13 +182,23 @@ class TreeVerbs:
     status is and how it is signalled (:meth:`_returncode`, :meth:`_signal`)."""
 
     _stream: EventStream
-    _stop_sent: bool
-    _grace: float
+    _stop_sent = False
+    #: ``grace=``; else ``GUARDIAN_GRACE`` as guardian got it (see :class:`spawning`).
+    _given_grace: Optional[Duration] = None
+    _env_grace: Union[str, bytes, None] = None
 
-    def _tree_init(self, stream: EventStream, grace: float) -> None:
-        self._stream = stream
-        self._stop_sent = False
-        self._grace = grace
+    def _tree_init(self, start: spawning) -> None:
+        self._stream = start.started()
+        self._given_grace = start.grace
+        self._env_grace = start.env_grace
+
+    @property
+    def _grace(self) -> float:
+        """The grace in seconds: ``grace=``, else guardian's from its environment (parsed now,
+        off the start's critical path)."""
+        if self._given_grace is None:
+            return env_grace(self._env_grace)
+        return duration_seconds(self._given_grace)
 
     def _returncode(self) -> Optional[int]:
         """guardian's exit status once it was reaped (no side effect), else ``None``."""
@@ -330,6 +352,7 @@ class AsyncTreeVerbs(TreeVerbs):
     async def _stop_and_wait(self) -> None:
         """Leaving ``async with``: the stop request, the grace (and :data:`EXIT_SLACK`) for
         guardian to exit, then the kill request and at most :data:`KILLED_WAIT` more."""
+        self._stream.attach()  # read while guardian exits (see Popen.wait)
         if self._returncode() is None:
             self.stop()
             if not await self._wait_exited(self._grace + EXIT_SLACK):
@@ -343,7 +366,8 @@ class Popen(TreeVerbs, subprocess.Popen):  # type: ignore[type-arg]
     Everything ``subprocess.Popen`` takes works (stdin/stdout/stderr, env, cwd, pass_fds,
     start_new_session, ...). guardian's options are keyword arguments (``grace=1.5``,
     ``timeout="10m"``, ``stop_signal="INT"``, see ``treeguardian.OPTIONS``). Events arrive on
-    a private pipe (``--events-fd``), read by a thread.
+    a private pipe (``--events-fd``), read when asked for and, from the first wait on, by
+    a shared thread (:class:`~treeguardian._stream.EventStream`).
 
     * ``pid`` / ``guardian_pid``: guardian's pid; ``provider_pid``: the provider's (after
       ``spawned``; :meth:`wait_spawned` waits for it).
@@ -357,12 +381,31 @@ class Popen(TreeVerbs, subprocess.Popen):  # type: ignore[type-arg]
     """
 
     def __init__(self, args: Args, *, grace: Optional[Duration] = None, **kwargs: Any) -> None:
+        if grace is None and type(args) is list and args and _NOT_PLAIN.isdisjoint(kwargs):
+            # The common start (a list; no guardian option, shell, fds or environment of the
+            # caller's): spawning's steps inline, for each call costs ~1 us on this cold path,
+            # which guardian's start waits for (issue 20.5). guardian_argv's result (tested).
+            self._env_grace = ENVIRON.get(_GRACE_ENV_KEY)
+            path = _found.get(ENVIRON.get(_ENV_OVERRIDE_KEY) or b"") or binary()
+            provider = [a if type(a) is str else os.fsdecode(a) for a in args]
+            rfd, wfd = os.pipe2(_PIPE_FLAGS)
+            try:
+                super().__init__([path, f"--events-fd={wfd}", "--", *provider], pass_fds=(wfd,), **kwargs)
+            except BaseException as e:
+                _start_failed(e, path, rfd, wfd)
+                raise
+            os.close(wfd)
+            self._stream = EventStream(rfd)
+            return
         if "executable" in kwargs:
             raise TypeError("treeguardian.Popen runs guardian; give the provider as args[0], not executable=")
-        shell = bool(kwargs.pop("shell", False))
-        with spawning(args, kwargs, grace, shell=shell) as s:
+        s = spawning(args, kwargs, grace)
+        try:
             super().__init__(s.argv, pass_fds=s.pass_fds, **kwargs)
-        self._tree_init(s.stream, s.grace)
+        except BaseException as e:
+            s.failed(e)
+            raise
+        self._tree_init(s)
 
     # ---- pids and events ----
 
@@ -400,7 +443,25 @@ class Popen(TreeVerbs, subprocess.Popen):  # type: ignore[type-arg]
         """``kill_now()``: the tree gets SIGKILL; guardian itself reaps it and exits."""
         self.kill_now()
 
+    def _read_events(self) -> None:
+        # (no stream yet while subprocess.Popen.__init__ runs)
+        stream = getattr(self, "_stream", None)
+        if stream is not None:
+            stream.attach()
+
+    def poll(self) -> Optional[int]:
+        # A host that polls reads the events from then on (see wait).
+        self._read_events()
+        return super().poll()
+
+    def communicate(self, input: Any = None, timeout: Optional[float] = None) -> Tuple[Any, Any]:
+        self._read_events()  # (see wait)
+        return super().communicate(input, timeout)
+
     def wait(self, timeout: Optional[float] = None) -> int:
+        # The events are read while guardian exits: it waits (1 s) for a reader to take what
+        # its last events do not fit in the pipe, and then drops them.
+        self._read_events()
         rc = super().wait(timeout)
         # guardian wrote its last line before exiting: let the reader take it.
         self._stream.join(5.0)

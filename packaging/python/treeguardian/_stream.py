@@ -1,5 +1,7 @@
-"""The events reader shared by the drivers: one thread reads every driver's events pipe,
-parses the JSON lines, keeps them, and wakes whoever waits for one."""
+"""The events reader shared by the drivers: a driver's events pipe, read when asked (a
+non-blocking read of what guardian wrote so far) and, from the first wait or listener on, by
+one thread that reads every such pipe; the JSON lines parsed when asked, kept, and whoever waits
+for one woken."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ E = TypeVar("E")
 
 
 class _Hub:
-    """One daemon thread reads every driver's events pipe (epoll): starting a thread per
+    """One daemon thread reads every attached events pipe (epoll): starting a thread per
     process cost ~0.1 ms of each spawn. Pipes are added from any thread (epoll_ctl is
     thread-safe, and the waiting epoll_wait sees them)."""
 
@@ -28,11 +30,15 @@ class _Hub:
     def add(self, fd: int, stream: "EventStream") -> None:
         with self._lock:
             if self._ep is None or self._pid != os.getpid():
-                # first use, or a forked child (the thread is not there): a hub of its own
-                self._ep = select.epoll()
-                self._pid = os.getpid()
-                self._streams = {}
-                threading.Thread(target=self._run, args=(self._ep,), name="treeguardian-events", daemon=True).start()
+                # first use, or a forked child (the thread is not there): a hub of its own, kept
+                # only once its thread runs (a start that raised is tried again by the next add)
+                ep = select.epoll()
+                try:
+                    threading.Thread(target=self._run, args=(ep,), name="treeguardian-events", daemon=True).start()
+                except BaseException:
+                    ep.close()
+                    raise
+                self._ep, self._pid, self._streams = ep, os.getpid(), {}
             self._streams[fd] = stream
             self._ep.register(fd, select.EPOLLIN)
 
@@ -66,44 +72,119 @@ class _Hub:
 
 _HUB = _Hub()
 
+#: Counts forks: a stream made in another process (a forked child holds a copy of the parent's
+#: read end) reads nothing, so the child cannot take the parent's events.
+_generation = 0
+
+
+def _forked() -> None:
+    global _generation
+    _generation += 1
+
+
+os.register_at_fork(after_in_child=_forked)
+
 
 class EventStream:
-    """Events as guardian writes them. Thread-safe; every method may be called from any thread."""
+    """Events as guardian writes them on the pipe ``fd`` (owned: a non-blocking read end).
+    Thread-safe; every method may be called from any thread.
 
-    def __init__(self) -> None:
+    Nothing runs for the stream until it is asked: each accessor first takes what guardian
+    wrote so far (:meth:`_pull`, a non-blocking read), and :meth:`attach` (the first wait or
+    listener, and the drivers' waits for guardian's exit) hands the pipe to the shared reader
+    thread, which reads it to its end. A reader woken by ``spawned`` during the provider's
+    start-up, or a stream set up right after the spawn, competed with guardian's start-up for
+    the host's CPUs (issue 20.5). Lines not asked for wait in the pipe (64 KiB) and, beyond it,
+    in guardian's own buffer (8 MiB), which guardian flushes at its exit for at most 1 s: hence
+    the attach before a wait for that exit. A stream dropped unattached closes its end; one
+    made before a fork reads nothing in the child."""
+
+    # Defaults on the class: a new stream sets only what it must (it is made on the spawn's
+    # critical path).
+    _fd = -1
+    _cond: Optional[threading.Condition] = None
+    _attached = False
+    _closed = False
+    _pending = b""
+
+    def __init__(self, fd: int) -> None:
+        self._lock = threading.RLock()
         self._events: List[Event] = []
-        self._cond = threading.Condition(threading.RLock())
-        self._closed = False
-        self._listeners: List[Callable[[], None]] = []
-        self._pending = b""
         self._raw: List[bytes] = []
+        self._listeners: List[Callable[[], None]] = []
+        self._fd = fd
+        self._generation = _generation
+
+    def __del__(self) -> None:
+        # Unattached and never read to its end: nobody else has the number.
+        if not self._attached and self._fd >= 0:
+            try:
+                os.close(self._fd)
+            except Exception:  # also at interpreter exit, whatever is left of `os`
+                pass
+            self._fd = -1
 
     # ---- feeding ----
 
-    def read_fd(self, fd: int) -> None:
-        """Reads the pipe ``fd`` (owned, closed at end of file) on the shared reader thread."""
-        _HUB.add(fd, self)
+    def _pull(self) -> None:
+        """Takes what guardian wrote so far (call with the lock held). Once attached, the reader
+        thread does; in a forked child, nobody."""
+        if self._attached or self._fd < 0 or self._generation != _generation:
+            return
+        while True:
+            try:
+                chunk = os.read(self._fd, 65536)
+            except BlockingIOError:
+                return
+            except OSError:
+                chunk = b""
+            if not chunk:
+                os.close(self._fd)
+                self._fd = -1
+                self._closed = True
+                return
+            self._data(chunk)
+
+    def attach(self) -> None:
+        """From now on the reader thread reads the pipe as guardian writes: before waiting for
+        guardian to exit (which waits, at most 1 s, for a reader to take what its last events
+        do not fit in the pipe), and by every wait or listener."""
+        with self._lock:
+            self._attach()
+
+    def _attach(self) -> threading.Condition:
+        """The stream's condition, once the reader thread reads the pipe (call with the lock
+        held): what a wait or a listener needs."""
+        if self._cond is None:
+            self._cond = threading.Condition(self._lock)
+        if not self._attached and self._generation == _generation:
+            self._pull()
+            if self._fd >= 0:
+                _HUB.add(self._fd, self)
+                self._attached = True
+        return self._cond
 
     def _data(self, chunk: bytes) -> None:
-        self._pending += chunk
-        *lines, self._pending = self._pending.split(b"\n")
-        for line in lines:
-            self._feed(line)
-
-    def _feed(self, line: bytes) -> None:
-        # Parsed when asked for, not here: the reader thread holding the GIL to parse
-        # `spawned` delayed the caller's first read of the provider's output.
-        if not line.strip():
-            return
-        with self._cond:
-            self._raw.append(line)
+        """Bytes read from the pipe: complete lines are kept, waiters woken, listeners called
+        (outside the lock). The lines are parsed when asked for (:meth:`_parsed`): the reader
+        thread holding the GIL to parse ``spawned`` delayed the caller's first read of the
+        provider's output."""
+        with self._lock:
+            self._pending += chunk
+            *lines, self._pending = self._pending.split(b"\n")
+            lines = [line for line in lines if line.strip()]
+            if not lines:
+                return
+            self._raw.extend(lines)
+            if self._cond is not None:
+                self._cond.notify_all()
             listeners = list(self._listeners)
-            self._cond.notify_all()
         for cb in listeners:
             cb()
 
     def _parsed(self) -> List[Event]:
         """The events so far (call with the lock held)."""
+        self._pull()
         if self._raw:
             for line in self._raw:
                 try:
@@ -114,10 +195,13 @@ class EventStream:
         return self._events
 
     def _close(self) -> None:
-        with self._cond:
+        """The reader thread read the end (and closed the number)."""
+        with self._lock:
+            self._fd = -1
             self._closed = True
+            if self._cond is not None:
+                self._cond.notify_all()
             listeners = list(self._listeners)
-            self._cond.notify_all()
         for cb in listeners:
             cb()
 
@@ -129,34 +213,37 @@ class EventStream:
 
     def listen(self, cb: Callable[[], None]) -> None:
         """``cb()`` at each new event and at the end (on the reader thread: keep it short)."""
-        with self._cond:
+        with self._lock:
+            self._attach()
             self._listeners.append(cb)
             closed = self._closed
         if closed:
             cb()
 
     def unlisten(self, cb: Callable[[], None]) -> None:
-        with self._cond:
+        with self._lock:
             if cb in self._listeners:
                 self._listeners.remove(cb)
 
     @property
     def events(self) -> List[Event]:
-        with self._cond:
+        with self._lock:
             return list(self._parsed())
 
     def has_events(self) -> bool:
-        """Whether guardian wrote anything yet (a predicate for :meth:`wait_until`; also safe
-        without the lock)."""
-        return bool(self._raw or self._events)
+        """Whether guardian wrote anything yet (a predicate for :meth:`wait_until`)."""
+        with self._lock:
+            self._pull()
+            return bool(self._raw or self._events)
 
     @property
     def closed(self) -> bool:
-        with self._cond:
+        with self._lock:
+            self._pull()
             return self._closed
 
     def first(self, cls: Type[E]) -> Optional[E]:
-        with self._cond:
+        with self._lock:
             for ev in self._parsed():
                 if isinstance(ev, cls):
                     return ev
@@ -166,7 +253,8 @@ class EventStream:
         """The first event of type ``cls``, waiting up to ``timeout`` (``None``: until the
         stream ends). ``None`` if the stream ended or the time ran out without one."""
         end = None if timeout is None else time.monotonic() + timeout
-        with self._cond:
+        with self._lock:
+            cond = self._attach()
             while True:
                 for ev in self._parsed():
                     if isinstance(ev, cls):
@@ -176,13 +264,14 @@ class EventStream:
                 left = None if end is None else end - time.monotonic()
                 if left is not None and left <= 0:
                     return None
-                self._cond.wait(left)
+                cond.wait(left)
 
     def wait_until(self, pred: Callable[[], bool], timeout: Optional[float]) -> bool:
         """Waits until ``pred()`` holds (checked at each event) or the stream ends or the time
         runs out; returns ``pred()``. ``pred`` must not call back into this stream's waits."""
         end = None if timeout is None else time.monotonic() + timeout
-        with self._cond:
+        with self._lock:
+            cond = self._attach()
             while True:
                 if pred():
                     return True
@@ -191,7 +280,7 @@ class EventStream:
                 left = None if end is None else end - time.monotonic()
                 if left is not None and left <= 0:
                     return False
-                self._cond.wait(left)
+                cond.wait(left)
 
     # ---- what the drivers ask ----
 
@@ -215,5 +304,5 @@ class EventStream:
     def stopping(self) -> bool:
         """guardian is tearing the tree down (a stop request, a timeout, parent death, or the
         provider exited): a further stop request kills the tree at once."""
-        with self._cond:
+        with self._lock:
             return any(isinstance(e, (Stopping, Exit)) or is_last(e) for e in self._parsed())

@@ -17,7 +17,6 @@ from typing import Any, Callable, Optional, Type, TypeVar
 
 from ._options import Duration
 from ._popen import AsyncTreeVerbs, spawning
-from ._stream import EventStream
 
 T = TypeVar("T")
 
@@ -27,9 +26,9 @@ class Process(AsyncTreeVerbs):
 
     _proc: asyncio.subprocess.Process
 
-    def __init__(self, proc: asyncio.subprocess.Process, stream: EventStream, grace: float) -> None:
+    def __init__(self, proc: asyncio.subprocess.Process, start: spawning) -> None:
         self._proc = proc
-        self._tree_init(stream, grace)
+        self._tree_init(start)
 
     # asyncio.subprocess.Process's own
     @property
@@ -45,11 +44,13 @@ class Process(AsyncTreeVerbs):
         return self._proc.stderr
 
     async def wait(self) -> int:
+        self._stream.attach()  # read while guardian exits (see treeguardian.Popen.wait)
         rc = await self._proc.wait()
         await self._until(lambda: True if self._stream.closed else None, 5.0)
         return rc
 
     async def communicate(self, input: Optional[bytes] = None) -> "tuple[bytes, bytes]":
+        self._stream.attach()  # read while guardian exits (see treeguardian.Popen.wait)
         out, err = await self._proc.communicate(input)
         await self.wait()
         return out, err
@@ -106,6 +107,10 @@ async def create_subprocess_exec(
 ) -> Process:
     """``asyncio.create_subprocess_exec`` of ``program`` under guardian. guardian's options are
     keywords (``grace=1.5``, ``timeout="10m"``); the rest goes to asyncio (``stdin=PIPE``, ...)."""
-    with spawning([program, *args], kwds, grace) as s:
+    s = spawning([program, *args], kwds, grace)
+    try:
         proc = await asyncio.create_subprocess_exec(*s.argv, pass_fds=s.pass_fds, **kwds)
-    return Process(proc, s.stream, s.grace)
+    except BaseException as e:
+        s.failed(e)
+        raise
+    return Process(proc, s)

@@ -20,7 +20,6 @@ import anyio.to_thread
 
 from ._options import Duration
 from ._popen import AsyncTreeVerbs, spawning
-from ._stream import EventStream
 
 T = TypeVar("T")
 
@@ -29,9 +28,9 @@ class Process(AsyncTreeVerbs):
 
     _proc: anyio.abc.Process
 
-    def __init__(self, proc: anyio.abc.Process, stream: EventStream, grace: float) -> None:
+    def __init__(self, proc: anyio.abc.Process, start: spawning) -> None:
         self._proc = proc
-        self._tree_init(stream, grace)
+        self._tree_init(start)
 
     @property
     def stdin(self) -> Optional[anyio.abc.ByteSendStream]:
@@ -46,6 +45,7 @@ class Process(AsyncTreeVerbs):
         return self._proc.stderr
 
     async def wait(self) -> int:
+        self._stream.attach()  # read while guardian exits (see treeguardian.Popen.wait)
         rc = await self._proc.wait()
         await anyio.to_thread.run_sync(self._stream.join, 5.0, abandon_on_cancel=True)
         return rc
@@ -95,6 +95,10 @@ async def open_process(
 ) -> Process:
     """``anyio.open_process`` of ``command`` (a sequence; no shell) under guardian. guardian's
     options are keywords (``grace=1.5``, ``timeout="10m"``); the rest goes to anyio."""
-    with spawning(list(command), kwds, grace) as s:
+    s = spawning(list(command), kwds, grace)
+    try:
         proc = await anyio.open_process(s.argv, pass_fds=s.pass_fds, **kwds)
-    return Process(proc, s.stream, s.grace)
+    except BaseException as e:
+        s.failed(e)
+        raise
+    return Process(proc, s)
