@@ -22,11 +22,18 @@ pub struct Events {
     out: Option<Writer>,
     buf: Vec<u8>,
     dropped: u64,
+    /// The reader has part of the buffer's first line (a partial write).
+    mid_line: bool,
 }
 
 impl Events {
     pub fn disabled() -> Events {
-        Events { out: None, buf: Vec::new(), dropped: 0 }
+        Events { out: None, buf: Vec::new(), dropped: 0, mid_line: false }
+    }
+
+    /// Events written through `out`.
+    pub fn over(out: Writer) -> Events {
+        Events { out: Some(out), buf: Vec::new(), dropped: 0, mid_line: false }
     }
 
     /// Takes over the caller's fd `n`. Fails with a message when it is not open, or not a
@@ -62,7 +69,7 @@ impl Events {
             // 0..=2 are also the provider's stdio: leave them open.
             let _ = inherited.into_raw_fd();
         }
-        Ok((Events { out: Some(out), buf: Vec::new(), dropped: 0 }, note.map(|n| format!("events {n}"))))
+        Ok((Events::over(out), note.map(|n| format!("events {n}"))))
     }
 
     /// Appends one event line and tries to write it.
@@ -93,36 +100,54 @@ impl Events {
     /// Reports a refused interface and what guardian does instead: a log line and a
     /// `fallback` event (a fallback is never silent).
     pub fn fallback(&mut self, what: &str, err: &io::Error, instead: &str) {
-        let errno = crate::errno::name(err.raw_os_error().unwrap_or(0));
-        crate::log::info!("{what} refused ({errno}: {err}); falling back to {instead}");
-        self.emit(Event::Fallback { what: what.into(), errno: errno.into(), detail: instead.into() });
+        let line = fallback_line(what, err, instead);
+        if self.out.is_some() {
+            self.push_line(&line);
+        }
     }
 
     /// Writes as much of the buffer as the reader takes without blocking.
     pub fn flush(&mut self) {
-        self.write_buffered();
-        let refused = self.out.as_mut().map(Writer::take_fallbacks).unwrap_or_default();
-        for f in refused {
-            // (its event is written by this same flush, one level down, with nothing to report)
-            self.fallback(f.what, &f.err, &format!("{} (events fd)", f.instead));
-        }
-    }
-
-    fn write_buffered(&mut self) {
-        while !self.buf.is_empty() {
+        loop {
+            self.report_refused();
             let Some(out) = &mut self.out else { return };
+            if self.buf.is_empty() {
+                return;
+            }
             match out.write(&self.buf) {
+                // The writer changed how it writes (RWF_NOWAIT refused): what it reports goes
+                // ahead of the line it did not write, then that line is written again.
+                Ok(0) if out.has_fallbacks() => {}
+                Ok(0) => return,
                 Ok(n) => {
+                    self.mid_line = self.buf[n - 1] != b'\n';
                     self.buf.drain(..n);
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) => {
+                    self.report_refused();
                     crate::log::debug!("events fd: write failed ({e}); no further events are written");
                     self.out = None;
                     self.buf.clear();
                 }
             }
         }
+    }
+
+    /// The interfaces the writer found refused, as `fallback` events ahead of the lines not
+    /// written yet (so `released` or `error` stays the last line), and log lines.
+    fn report_refused(&mut self) {
+        let Some(out) = &mut self.out else { return };
+        let refused = out.take_fallbacks();
+        if refused.is_empty() {
+            return;
+        }
+        let lines: String =
+            refused.iter().map(|f| fallback_line(f.what, &f.err, &format!("{} (events fd)", f.instead))).collect();
+        // (a refusal comes at a writer's first write: never behind part of a line)
+        let at =
+            if self.mid_line { self.buf.iter().position(|&b| b == b'\n').map_or(self.buf.len(), |i| i + 1) } else { 0 };
+        self.buf.splice(at..at, lines.into_bytes());
     }
 
     /// The fd's number, for the sentinel, which closes its fd table's copy.
@@ -158,6 +183,13 @@ impl Events {
             crate::log::debug!("events fd: {} lines dropped while the reader was not reading", self.dropped);
         }
     }
+}
+
+/// A refused interface's log line (written now) and `fallback` event line (returned).
+fn fallback_line(what: &str, err: &io::Error, instead: &str) -> String {
+    let errno = crate::errno::name(err.raw_os_error().unwrap_or(0));
+    crate::log::info!("{what} refused ({errno}: {err}); falling back to {instead}");
+    Event::Fallback { what: what.into(), errno: errno.into(), detail: instead.into() }.to_line(sys::monotonic())
 }
 
 /// Why fd `n` cannot carry events, if it cannot: the provider's standard input, a directory,

@@ -76,8 +76,11 @@ pub fn write(level: u8, args: std::fmt::Arguments<'_>) {
 
 /// Writes what fits now; false when the line was not (completely) written.
 fn write_line(out: &mut Writer, mut line: &[u8]) -> bool {
+    let mut changed = false;
     while !line.is_empty() {
         match out.write(line) {
+            // The writer changed how it writes (reported by the caller): write again, once.
+            Ok(0) if !changed && out.has_fallbacks() => changed = true,
             Ok(0) | Err(_) => return false,
             Ok(n) => line = &line[n..],
         }

@@ -1,14 +1,15 @@
-//! writer: writes that never block guardian, for the events fd and the log's stderr. A pipe
-//! is written through guardian's own close-on-exec dup with `RWF_NOWAIT`, which never blocks
-//! whatever the shared description's flags, and needs nothing opened at start-up (anonymous
-//! pipes on Linux 6.4+). Where the kernel refuses it (a named FIFO, an older kernel), the pipe
-//! is reopened at that first write through `/proc/self/fd/N` as guardian's own `O_NONBLOCK`
-//! description (the caller's keeps its flags), as a terminal is at once; and where that is
-//! refused too (another user's pipe, no /proc), written only after poll() reports room and at
-//! most `PIPE_BUF` bytes at a time (which then cannot block while guardian is the pipe's only
-//! writer). Each refusal is handed to the owner to report (`Writer::take_fallbacks`). Plain blocking writes remain only for regular files and
-//! terminals that cannot be reopened. Below both `events` and `log`, so neither imports the
-//! other for it.
+//! writer: writes that never block guardian, for the events fd and the log's stderr. On a
+//! kernel that says 6.4 or later, a pipe is written through guardian's own close-on-exec dup
+//! with `RWF_NOWAIT`, which never blocks whatever the shared description's flags, and needs
+//! nothing opened at start-up. Where that is refused (a named FIFO; a seccomp filter), the
+//! first write reopens the pipe through `/proc/self/fd/N` as guardian's own `O_NONBLOCK`
+//! description (the caller's keeps its flags); on older kernels, and on gVisor (which says
+//! 4.4 and ignores the flag), the reopen comes first. Where the reopen is refused too (another
+//! user's pipe, no /proc), the pipe is written only after poll() reports room and at most
+//! `PIPE_BUF` bytes at a time (which then cannot block while guardian is the pipe's only
+//! writer). Refusals are handed to the owner to report (`Writer::take_fallbacks`). A terminal
+//! is reopened at once; plain blocking writes remain only for regular files and terminals
+//! that cannot be reopened. Below both `events` and `log`, so neither imports the other for it.
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, IntoRawFd, OwnedFd, RawFd};
@@ -51,7 +52,9 @@ pub struct Fallback {
 }
 
 impl Writer {
-    /// One write of as much of `buf` as fits now; `WouldBlock` when nothing does.
+    /// One write of as much of `buf` as fits now; `WouldBlock` when nothing does. `Ok(0)` (for
+    /// a non-empty `buf`) when nothing was written because the way of writing changed: the
+    /// owner reports [`Writer::take_fallbacks`] and writes again.
     pub fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         loop {
             let res = match self.kind {
@@ -62,7 +65,10 @@ impl Writer {
             };
             match res {
                 Err(e) if matches!(self.kind, Kind::NowaitPipe) && nowait_refused(&e) => {
+                    // Nothing written: the owner reports the refusal (ahead of this line) and
+                    // writes again, the new way.
                     self.without_nowait(e);
+                    return Ok(0);
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 other => return other,
@@ -76,8 +82,6 @@ impl Writer {
     /// before 6.4) followed by a reopen is the designed path, as safe, and not reported; a
     /// filter's refusal and the poll() writes are.
     fn without_nowait(&mut self, err: io::Error) {
-        const REOPENED: &str = "its own non-blocking description of the pipe, reopened through /proc/self/fd";
-        const POLLED: &str = "writes after poll(), at most PIPE_BUF bytes at a time";
         match reopen_nonblocking(self.fd.as_raw_fd(), rustix::fs::OFlags::empty()) {
             Ok(fd) => {
                 self.fd = fd;
@@ -92,6 +96,11 @@ impl Writer {
                 self.refused.push(Fallback { what: "open", err: reopen, instead: POLLED });
             }
         }
+    }
+
+    /// Whether writes found an interface refused that the owner has not taken yet.
+    pub fn has_fallbacks(&self) -> bool {
+        !self.refused.is_empty()
     }
 
     /// The interfaces writes found refused since the last call, for the owner to report.
@@ -109,6 +118,9 @@ impl Writer {
         self.fd.as_fd()
     }
 }
+
+const REOPENED: &str = "its own non-blocking description of the pipe, reopened through /proc/self/fd";
+const POLLED: &str = "writes after poll(), at most PIPE_BUF bytes at a time";
 
 /// Whether a `pwritev2(RWF_NOWAIT)` error means the interface is refused rather than the
 /// write: anything but a full pipe (`EAGAIN`), a signal, or a gone reader (`EPIPE`).
@@ -150,22 +162,29 @@ pub fn nonblocking_of_type(
     fd: BorrowedFd<'_>,
     file_type: Option<rustix::fs::FileType>,
 ) -> Result<(Writer, Option<String>), String> {
-    let (fd, kind, note) = nonblocking_parts(n, fd, file_type)?;
-    Ok((Writer { fd, kind, refused: Vec::new() }, note))
+    let (fd, kind, note, refused) = nonblocking_parts(n, fd, file_type)?;
+    Ok((Writer { fd, kind, refused: refused.into_iter().collect() }, note))
 }
 
-fn nonblocking_parts(
-    n: RawFd,
-    fd: BorrowedFd<'_>,
-    file_type: Option<rustix::fs::FileType>,
-) -> Result<(OwnedFd, Kind, Option<String>), String> {
+/// The fd, how it is written, a note for the log, and a refused interface to report.
+type Parts = (OwnedFd, Kind, Option<String>, Option<Fallback>);
+
+fn nonblocking_parts(n: RawFd, fd: BorrowedFd<'_>, file_type: Option<rustix::fs::FileType>) -> Result<Parts, String> {
     let dup =
         || rustix::io::fcntl_dupfd_cloexec(fd, 3).map_err(|e| format!("fcntl(F_DUPFD_CLOEXEC) on fd {n} failed: {e}"));
-    Ok(match file_type {
-        // Nothing opened at start-up, where every system call delays the provider (issue 20.5:
-        // the /proc reopen cost ~4 us, ~10 us cold); where RWF_NOWAIT is refused the first
-        // write reopens the pipe.
-        Some(rustix::fs::FileType::Fifo) => (dup()?, Kind::NowaitPipe, None),
+    let (fd, kind, note) = match file_type {
+        // On a kernel that takes RWF_NOWAIT on pipes, nothing opened at start-up, where every
+        // system call delays the provider (issue 20.5: the /proc reopen cost ~4 us, ~10 us
+        // cold); where it is refused the first write reopens the pipe. Elsewhere the reopen
+        // comes first: a kernel before 6.4 would refuse RWF_NOWAIT anyway, and gVisor, which
+        // says 4.4, ignores the flag and would block.
+        Some(rustix::fs::FileType::Fifo) if sys::kernel_at_least(6, 4) => (dup()?, Kind::NowaitPipe, None),
+        Some(rustix::fs::FileType::Fifo) => match reopen_nonblocking(n, rustix::fs::OFlags::empty()) {
+            Ok(fd) => (fd, Kind::NonBlocking, None),
+            Err(e) => {
+                return Ok((dup()?, Kind::PolledPipe, None, Some(Fallback { what: "open", err: e, instead: POLLED })));
+            }
+        },
         Some(rustix::fs::FileType::Socket) => (dup()?, Kind::Socket, None),
         Some(rustix::fs::FileType::CharacterDevice) if sys::isatty(fd.as_raw_fd()) => {
             match reopen_nonblocking(n, rustix::fs::OFlags::NOCTTY) {
@@ -177,7 +196,8 @@ fn nonblocking_parts(
             }
         }
         _ => (dup()?, Kind::Blocking, None),
-    })
+    };
+    Ok((fd, kind, note, None))
 }
 
 /// A `Writer` on fd `n` (for the log's stderr) and a note on what could not be done; `None`

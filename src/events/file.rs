@@ -48,7 +48,7 @@ pub fn open_file(path: &Path) -> Result<Events, String> {
         }
         Err(e) => return Err(format!("--events-file {shown}: cannot be inspected (fstat: {e})")),
     };
-    Ok(Events { out: Some(Writer::opened(fd, nonblocking)), buf: Vec::new(), dropped: 0 })
+    Ok(Events::over(Writer::opened(fd, nonblocking)))
 }
 
 fn open_error(shown: &str, e: &io::Error) -> String {

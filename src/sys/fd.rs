@@ -1,6 +1,6 @@
 //! sys::fd: file descriptors guardian did not open itself (the `--events-fd` its caller
 //! names), and writes that never block guardian on a reader that stopped reading.
-//! `pwritev2` stays a libc call: rustix's takes no offset of -1 ("the current position").
+//! `pwritev2` stays a raw system call: rustix's takes no offset of -1 ("the current position").
 
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};

@@ -81,6 +81,33 @@ pub fn is_setid() -> bool {
     getuid() != geteuid() || getgid() != getegid()
 }
 
+/// Whether the kernel says it is `major.minor` or later (`uname(2)`; a release that does not
+/// parse counts as older). For choosing a faster path only where the kernel has it: an
+/// emulator that says an old version (gVisor says 4.4) takes the older, tested path.
+pub fn kernel_at_least(major: u32, minor: u32) -> bool {
+    let name = rustix::system::uname();
+    release_at_least(&name.release().to_string_lossy(), major, minor)
+}
+
+fn release_at_least(release: &str, major: u32, minor: u32) -> bool {
+    let mut parts = release.split(|c: char| !c.is_ascii_digit());
+    let number = |p: Option<&str>| p.and_then(|s| s.parse::<u32>().ok());
+    match (number(parts.next()), number(parts.next())) {
+        (Some(ma), Some(mi)) => (ma, mi) >= (major, minor),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+#[test]
+fn kernel_releases_compare_by_major_and_minor() {
+    assert!(release_at_least("6.18.4-cloud-amd64", 6, 4));
+    assert!(release_at_least("6.4.0", 6, 4) && release_at_least("7.0", 6, 4));
+    assert!(!release_at_least("6.1.0-28-cloud-amd64", 6, 4) && !release_at_least("5.15.0", 6, 4));
+    assert!(!release_at_least("4.4.0", 6, 4), "gVisor's");
+    assert!(!release_at_least("", 6, 4) && !release_at_least("x", 6, 4));
+}
+
 /// The kernel release from `uname(2)` (e.g. "6.18.4").
 pub fn uname_release() -> String {
     rustix::system::uname().release().to_string_lossy().into_owned()

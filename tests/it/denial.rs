@@ -103,6 +103,19 @@ fn pwritev2_eperm() {
     check_interface(libc::SYS_pwritev2, libc::EPERM, "pwritev2");
 }
 
+/// The refusal is found at the first write, which can be the `error` of a start that failed:
+/// its `fallback` events come before it, so `error` stays the last line.
+#[test]
+fn pwritev2_refused_at_a_failed_start_is_reported_before_the_error() {
+    let ctx = Ctx::new("denial-pwritev2-error");
+    let missing = ctx.path("missing-program");
+    let f = ctx.guardian().args(["-v"]).deny(libc::SYS_pwritev2, libc::EPERM).command([&missing]).spawn().finish();
+    assert_eq!(f.code, Some(127), "{f:#?}");
+    let names: Vec<_> = f.events.iter().map(|e| e["event"].as_str().unwrap_or("").to_string()).collect();
+    assert_eq!(names.last().map(String::as_str), Some("error"), "{names:?}");
+    assert!(!f.fallbacks("pwritev2").is_empty(), "{f:#?}");
+}
+
 #[test]
 fn pidfd_open_enosys() {
     check_interface(libc::SYS_pidfd_open, libc::ENOSYS, "pidfd_open");
