@@ -127,23 +127,28 @@ r = treeguardian.Popen(["sh", "-c", "echo z", sys.argv[1]], stdout=subprocess.PI
 assert r.stdout.read() == b"z\n"
 subprocess.Popen.wait(r, 30)
 child = os.fork()
-if child == 0:  # a forked child asking reads nothing of the parent's pipe
-    os._exit(0 if r.events == [] else 1)
+if child == 0:  # a forked child asking reads nothing of the parent's pipe, and waits not
+    os._exit(0 if r.events == [] and r.wait_released(None) is None else 1)
 assert os.waitpid(child, 0)[1] == 0
 assert [e.event for e in r.events][-1] == "released", r.events
-# A reader thread that cannot start: that wait raises, the next one works.
+# A reader thread that cannot start: a wait for an event raises, poll() does not, and once
+# threads start again a wait made while the provider runs gets its events from the thread.
 start = threading.Thread.start
 def refuse(self): raise RuntimeError("no thread")
 threading.Thread.start = refuse
-s = treeguardian.Popen(["sh", "-c", "echo w", sys.argv[1]], stdout=subprocess.PIPE)
+s = treeguardian.Popen(["sh", "-c", "read x; echo w", sys.argv[1]], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
 try:
     s.wait_spawned(30)
     raise AssertionError("the wait did not raise")
 except RuntimeError:
     pass
+assert s.poll() is None
 threading.Thread.start = start
-assert s.stdout.read() == b"w\n"
-assert s.wait(30) == 0 and s.wait_released(30) is not None, s.events
+assert s.wait_spawned(30) is not None
+assert readers(), "the reader thread runs"
+s.stdin.close()
+assert s.wait_released(30) is not None, s.events
+assert s.stdout.read() == b"w\n" and s.wait(30) == 0
 assert q.wait(30) == 0 and q.released is not None
 print("ok")
 """
@@ -173,8 +178,10 @@ def test_events_beyond_the_pipe_before_the_first_wait_are_all_read(tag: Tag) -> 
             p.kill_now()
             p.wait(30)
     tag.assert_nothing_left()
-    assert isinstance(p.released, Released), p.events[-3:]
-    assert len([e for e in p.events if isinstance(e, treeguardian.Signal)]) >= 900
+    signals = len([e for e in p.events if isinstance(e, treeguardian.Signal)])
+    assert isinstance(p.released, Released), (signals, p.events[-3:])
+    # (~108 bytes a line: 700 are beyond the pipe; a few of the 1000 may merge while pending)
+    assert signals >= 700, signals
 
 
 def _ignores_usr1(tag: Tag) -> bool:
@@ -206,6 +213,14 @@ def test_the_common_start_runs_what_guardian_argv_gives(tag: Tag) -> None:
     fd = int(p.args[1].split("=")[1])
     assert p.args == treeguardian.guardian_argv(args, events_fd=fd), p.args
     assert [e.event for e in p.events][-1] == "released"
+
+
+def test_asyncio_refuses_shell_as_it_does_without_guardian() -> None:
+    async def main() -> None:
+        with pytest.raises(ValueError):
+            await create_subprocess_exec("echo", "hi", shell=True)
+
+    asyncio.run(main())
 
 
 def test_the_environment_is_read_as_a_child_gets_it(monkeypatch: pytest.MonkeyPatch) -> None:

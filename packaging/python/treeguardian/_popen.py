@@ -138,10 +138,9 @@ class spawning:
     #: ``grace=``, else ``GUARDIAN_GRACE`` as guardian gets it (parsed when needed).
     env_grace: Union[str, bytes, None]
 
-    def __init__(self, args: Args, kwds: Dict[str, Any], grace: Optional[Duration]) -> None:
+    def __init__(self, args: Args, kwds: Dict[str, Any], grace: Optional[Duration], *, shell: bool = False) -> None:
         self.grace = grace
         self.env_grace = env_grace_text(kwds.get("env")) if grace is None else None
-        shell = bool(kwds.pop("shell", False))
         options = {} if GUARDIAN_KEYWORDS.isdisjoint(kwds) else {k: kwds.pop(k) for k in list(kwds) if k in GUARDIAN_KEYWORDS}
         if grace is not None:
             duration_seconds(grace)  # a bad grace raises before anything starts
@@ -399,7 +398,7 @@ class Popen(TreeVerbs, subprocess.Popen):  # type: ignore[type-arg]
             return
         if "executable" in kwargs:
             raise TypeError("treeguardian.Popen runs guardian; give the provider as args[0], not executable=")
-        s = spawning(args, kwargs, grace)
+        s = spawning(args, kwargs, grace, shell=bool(kwargs.pop("shell", False)))
         try:
             super().__init__(s.argv, pass_fds=s.pass_fds, **kwargs)
         except BaseException as e:

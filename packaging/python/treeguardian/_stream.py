@@ -129,7 +129,10 @@ class EventStream:
     def _pull(self) -> None:
         """Takes what guardian wrote so far (call with the lock held). Once attached, the reader
         thread does; in a forked child, nobody."""
-        if self._attached or self._fd < 0 or self._generation != _generation:
+        if self._attached or self._fd < 0:
+            return
+        if self._generation != _generation:
+            self._closed = True  # a forked child: the pipe is the parent's
             return
         while True:
             try:
@@ -148,16 +151,23 @@ class EventStream:
     def attach(self) -> None:
         """From now on the reader thread reads the pipe as guardian writes: before waiting for
         guardian to exit (which waits, at most 1 s, for a reader to take what its last events
-        do not fit in the pipe), and by every wait or listener."""
+        do not fit in the pipe), and by every wait or listener. Where the thread cannot start
+        (no threads left, no fds for epoll), the stream stays read when asked and the next
+        attach tries again; only the waits for an event raise."""
         with self._lock:
-            self._attach()
+            try:
+                self._attach()
+            except (RuntimeError, OSError):
+                pass
 
     def _attach(self) -> threading.Condition:
         """The stream's condition, once the reader thread reads the pipe (call with the lock
         held): what a wait or a listener needs."""
         if self._cond is None:
             self._cond = threading.Condition(self._lock)
-        if not self._attached and self._generation == _generation:
+        if self._generation != _generation:
+            self._closed = True  # a forked child: nothing more comes to it
+        elif not self._attached:
             self._pull()
             if self._fd >= 0:
                 _HUB.add(self._fd, self)

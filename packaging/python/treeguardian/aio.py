@@ -29,6 +29,9 @@ class Process(AsyncTreeVerbs):
     def __init__(self, proc: asyncio.subprocess.Process, start: spawning) -> None:
         self._proc = proc
         self._tree_init(start)
+        # Read from the start: an event loop's start costs far more than this, and a host
+        # that awaits something else while guardian exits loses nothing.
+        self._stream.attach()
 
     # asyncio.subprocess.Process's own
     @property
