@@ -123,9 +123,11 @@ const REOPENED: &str = "its own non-blocking description of the pipe, reopened t
 const POLLED: &str = "writes after poll(), at most PIPE_BUF bytes at a time";
 
 /// Whether a `pwritev2(RWF_NOWAIT)` error means the interface is refused rather than the
-/// write: anything but a full pipe (`EAGAIN`), a signal, or a gone reader (`EPIPE`).
+/// write: the kernel's `EOPNOTSUPP` (this pipe, this kernel) or `EINVAL`, a seccomp filter's
+/// `ENOSYS`, `EPERM` or `EACCES`. Anything else (a full pipe, a gone reader, `ENOMEM`) is the
+/// write's own result.
 fn nowait_refused(e: &io::Error) -> bool {
-    !matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) && e.raw_os_error() != Some(libc::EPIPE)
+    matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP | libc::EINVAL | libc::ENOSYS | libc::EPERM | libc::EACCES))
 }
 
 /// One write that cannot block while guardian is the pipe's only writer: poll() reports at

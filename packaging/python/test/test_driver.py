@@ -215,6 +215,39 @@ def test_the_common_start_runs_what_guardian_argv_gives(tag: Tag) -> None:
     assert [e.event for e in p.events][-1] == "released"
 
 
+def test_a_wait_left_pending_on_a_closed_event_loop_does_not_stop_the_reader(tag: Tag) -> None:
+    # The reader thread is shared by every stream of the process: an asyncio wait whose loop
+    # was closed under it must not end the thread, or no later stream is read.
+    code = r"""
+import asyncio, os, signal, subprocess, sys, threading, time
+import treeguardian
+from treeguardian.aio import create_subprocess_exec
+loop = asyncio.new_event_loop()
+async def start():
+    proc = await create_subprocess_exec("sh", "-c", "read x", sys.argv[1], stdin=subprocess.PIPE)
+    waiting = asyncio.ensure_future(proc.wait_released())
+    await asyncio.sleep(0)
+    return proc
+proc = loop.run_until_complete(start())
+loop.close()  # the wait_released task is left pending: its listener will find the loop closed
+proc._until_ready()
+os.kill(proc.pid, signal.SIGTERM)  # guardian stops the tree: events, and the listener runs
+hub = [t for t in threading.enumerate() if t.name == "treeguardian-events"][0]
+end = time.monotonic() + 30
+while not proc._stream.closed and hub.is_alive() and time.monotonic() < end:
+    time.sleep(0.01)
+p = treeguardian.Popen(["sh", "-c", "read x", sys.argv[1]], stdin=subprocess.PIPE)
+assert p.wait_spawned(30) is not None
+p.stdin.close()
+assert p.wait_released(30) is not None, p.events
+assert [t for t in threading.enumerate() if t.name == "treeguardian-events"]
+print("ok")
+"""
+    out = subprocess.run([sys.executable, "-c", code, tag.nonce], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", (out.stdout, out.stderr)
+    tag.assert_nothing_left()
+
+
 def test_asyncio_refuses_shell_as_it_does_without_guardian() -> None:
     async def main() -> None:
         with pytest.raises(ValueError):

@@ -25,22 +25,36 @@ class _Hub:
         self._lock = threading.Lock()
         self._streams: Dict[int, "EventStream"] = {}
         self._ep: Optional[select.epoll] = None
+        self._thread: Optional[threading.Thread] = None
         self._pid = -1
 
     def add(self, fd: int, stream: "EventStream") -> None:
         with self._lock:
-            if self._ep is None or self._pid != os.getpid():
-                # first use, or a forked child (the thread is not there): a hub of its own, kept
-                # only once its thread runs (a start that raised is tried again by the next add)
+            mine = self._pid == os.getpid()
+            if self._ep is None or not mine or self._thread is None or not self._thread.is_alive():
+                # First use, a forked child (the thread is not there), or a thread that died
+                # (it should not: see _run): a hub of its own, kept only once its thread runs (a
+                # start that raised is tried again by the next add). The pipes of a dead thread
+                # are read by the new one.
                 ep = select.epoll()
+                thread = threading.Thread(target=self._run, args=(ep,), name="treeguardian-events", daemon=True)
                 try:
-                    threading.Thread(target=self._run, args=(ep,), name="treeguardian-events", daemon=True).start()
+                    streams = self._streams if mine else {}
+                    for old in streams:
+                        ep.register(old, select.EPOLLIN)
+                    thread.start()
                 except BaseException:
                     ep.close()
                     raise
-                self._ep, self._pid, self._streams = ep, os.getpid(), {}
+                if mine and self._ep is not None:
+                    self._ep.close()  # the dead thread's
+                self._ep, self._thread, self._pid, self._streams = ep, thread, os.getpid(), streams
             self._streams[fd] = stream
             self._ep.register(fd, select.EPOLLIN)
+
+    def _after_fork_in_child(self) -> None:
+        # The lock may have been held by the parent's reader thread, which the child lacks.
+        self._lock = threading.Lock()
 
     def _run(self, ep: select.epoll) -> None:
         while True:
@@ -80,9 +94,20 @@ _generation = 0
 def _forked() -> None:
     global _generation
     _generation += 1
+    _HUB._after_fork_in_child()
 
 
 os.register_at_fork(after_in_child=_forked)
+
+
+def _call(listeners: List[Callable[[], None]]) -> None:
+    """Calls each listener; one that raises (an event loop closed under it) is its own
+    business: the reader thread, shared by every stream, goes on."""
+    for cb in listeners:
+        try:
+            cb()
+        except Exception:
+            pass
 
 
 class EventStream:
@@ -189,8 +214,7 @@ class EventStream:
             if self._cond is not None:
                 self._cond.notify_all()
             listeners = list(self._listeners)
-        for cb in listeners:
-            cb()
+        _call(listeners)
 
     def _parsed(self) -> List[Event]:
         """The events so far (call with the lock held)."""
@@ -212,8 +236,7 @@ class EventStream:
             if self._cond is not None:
                 self._cond.notify_all()
             listeners = list(self._listeners)
-        for cb in listeners:
-            cb()
+        _call(listeners)
 
     def join(self, timeout: Optional[float] = None) -> None:
         """Waits until the stream ended (guardian closed its end), at most ``timeout``."""
@@ -228,7 +251,7 @@ class EventStream:
             self._listeners.append(cb)
             closed = self._closed
         if closed:
-            cb()
+            _call([cb])
 
     def unlisten(self, cb: Callable[[], None]) -> None:
         with self._lock:

@@ -66,7 +66,10 @@ class Process(AsyncTreeVerbs):
         changed = asyncio.Event()
 
         def wake() -> None:
-            loop.call_soon_threadsafe(changed.set)
+            try:
+                loop.call_soon_threadsafe(changed.set)
+            except RuntimeError:
+                pass  # the loop was closed with this wait pending: nobody to wake
 
         stream.listen(wake)
         try:

@@ -98,6 +98,8 @@ async def open_process(
 ) -> Process:
     """``anyio.open_process`` of ``command`` (a sequence; no shell) under guardian. guardian's
     options are keywords (``grace=1.5``, ``timeout="10m"``); the rest goes to anyio."""
+    if isinstance(command, (str, bytes)):
+        raise TypeError("treeguardian.anyio.open_process takes a sequence (no shell); for a shell command pass ['sh', '-c', command]")
     s = spawning(list(command), kwds, grace)
     try:
         proc = await anyio.open_process(s.argv, pass_fds=s.pass_fds, **kwds)
