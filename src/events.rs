@@ -187,8 +187,8 @@ impl Events {
 
 /// A refused interface's log line (written now) and `fallback` event line (returned).
 fn fallback_line(what: &str, err: &io::Error, instead: &str) -> String {
+    crate::log::fallback(what, err, instead);
     let errno = crate::errno::name(err.raw_os_error().unwrap_or(0));
-    crate::log::info!("{what} refused ({errno}: {err}); falling back to {instead}");
     Event::Fallback { what: what.into(), errno: errno.into(), detail: instead.into() }.to_line(sys::monotonic())
 }
 

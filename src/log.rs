@@ -69,9 +69,15 @@ pub fn write(level: u8, args: std::fmt::Arguments<'_>) {
     // Logged once the lock is free (these lines go through the same writer, with nothing left
     // to report).
     for f in refused {
-        let errno = crate::errno::name(f.err.raw_os_error().unwrap_or(0));
-        info!("{} refused ({errno}: {}); falling back to {} (stderr)", f.what, f.err, f.instead);
+        fallback(f.what, &f.err, &format!("{} (stderr)", f.instead));
     }
+}
+
+/// The log line of a refused interface and what guardian does instead (`-v`); the events
+/// add a `fallback` event (`Events::fallback`).
+pub fn fallback(what: &str, err: &std::io::Error, instead: &str) {
+    let errno = crate::errno::name(err.raw_os_error().unwrap_or(0));
+    info!("{what} refused ({errno}: {err}); falling back to {instead}");
 }
 
 /// Writes what fits now; false when the line was not (completely) written.

@@ -77,9 +77,9 @@ impl Writer {
     }
 
     /// `RWF_NOWAIT` was refused on this pipe (`EOPNOTSUPP` from the kernel; `ENOSYS` or
-    /// `EPERM` from a seccomp filter): guardian's own `O_NONBLOCK` description of it through
-    /// /proc, else writes after poll(). The kernel's `EOPNOTSUPP` (a named FIFO, a kernel
-    /// before 6.4) followed by a reopen is the designed path, as safe, and not reported; a
+    /// `EPERM` from a seccomp filter, see [`nowait_refused`]): guardian's own `O_NONBLOCK`
+    /// description of it through /proc, else writes after poll(). The kernel's `EOPNOTSUPP`
+    /// (a named FIFO) followed by a reopen is the designed path, as safe, and not reported; a
     /// filter's refusal and the poll() writes are.
     fn without_nowait(&mut self, err: io::Error) {
         match reopen_nonblocking(self.fd.as_raw_fd(), rustix::fs::OFlags::empty()) {
@@ -147,11 +147,12 @@ fn write_polled(fd: &OwnedFd, buf: &[u8]) -> io::Result<usize> {
     rustix::io::write(fd, &buf[..len]).map_err(io::Error::from)
 }
 
-/// guardian's own write side of the caller's fd `n`: a pipe is guardian's close-on-exec dup,
-/// written with `RWF_NOWAIT` (reopened at the first write if the kernel refuses that, see
-/// [`Writer::take_fallbacks`]); a terminal is reopened through `/proc/self/fd/N` as a new
-/// `O_NONBLOCK` description (the caller's description keeps its flags), else written
-/// blocking. Sockets use `MSG_DONTWAIT`; regular files block (briefly). The note says what
+/// guardian's own write side of the caller's fd `n`: on a kernel that says 6.4 or later, a
+/// pipe is guardian's close-on-exec dup written with `RWF_NOWAIT` (reopened at the first write
+/// if that is refused, see [`Writer::take_fallbacks`]); on older kernels a pipe, and always a
+/// terminal, is reopened through `/proc/self/fd/N` as a new `O_NONBLOCK` description (the
+/// caller's description keeps its flags), else written after poll() (a pipe) or blocking (a
+/// terminal). Sockets use `MSG_DONTWAIT`; regular files block (briefly). The note says what
 /// could not be done, for the caller to log (the log itself may be what is set up).
 pub fn nonblocking(n: RawFd, fd: BorrowedFd<'_>) -> Result<(Writer, Option<String>), String> {
     let meta = rustix::fs::fstat(fd).map(|st| rustix::fs::FileType::from_raw_mode(st.st_mode));

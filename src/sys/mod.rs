@@ -85,8 +85,7 @@ pub fn is_setid() -> bool {
 /// parse counts as older). For choosing a faster path only where the kernel has it: an
 /// emulator that says an old version (gVisor says 4.4) takes the older, tested path.
 pub fn kernel_at_least(major: u32, minor: u32) -> bool {
-    let name = rustix::system::uname();
-    release_at_least(&name.release().to_string_lossy(), major, minor)
+    release_at_least(&uname_release(), major, minor)
 }
 
 fn release_at_least(release: &str, major: u32, minor: u32) -> bool {

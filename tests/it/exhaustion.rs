@@ -5,63 +5,56 @@
 use crate::harness::*;
 
 /// The events reader never reads and the pipe is already full when guardian starts; guardian
-/// runs as another user than the pipe's creator (so it cannot reopen the pipe through /proc).
-/// It must still tear the tree down, release, and exit with the provider's status.
-#[test]
-fn full_events_pipe_never_blocks_release() {
-    for uid in [None, Some(NOBODY)] {
-        if uid.is_some() {
-            need_root!("run guardian as another user than the pipe's creator");
-        }
-        let ctx = Ctx::new("full-events-pipe");
-        let script = format!("setsid env -i {} & exit 7", ctx.sleep());
-        let mut b = ctx.guardian().args(["--grace", "300ms"]).script(&script).events_unread_full();
-        b = match uid {
-            Some(uid) => b.uid(uid),
-            None => b.privileged(),
-        };
-        let mut g = b.spawn();
-        let status = g.wait();
-        assert_eq!(status.code(), Some(7), "uid {uid:?}: {}", g.stderr());
-        ctx.assert_nothing_left();
-        // Whatever guardian managed to write is whole JSON lines after the filler.
-        let rest = g.drain_unread();
-        let text = String::from_utf8_lossy(&rest);
-        for line in text.trim_start_matches('#').lines().filter(|l| !l.is_empty()) {
-            assert!(serde_json::from_str::<serde_json::Value>(line).is_ok(), "torn line {line:?}");
-        }
+/// runs as `uid` (`None`: root; another user cannot reopen root's pipe through /proc). It must
+/// still tear the tree down, release, and exit with the provider's status, and never give up
+/// on the events writer. Returns guardian's stderr (`-v`).
+fn full_events_never_block_release(fifo: bool, uid: Option<u32>) -> String {
+    let ctx = Ctx::new(if fifo { "full-events-fifo" } else { "full-events-pipe" });
+    let script = format!("setsid env -i {} & exit 7", ctx.sleep());
+    let b = ctx.guardian().args(["--grace", "300ms", "-v"]).script(&script);
+    let b = if fifo { b.events_unread_full_fifo() } else { b.events_unread_full() };
+    let mut g = match uid {
+        Some(uid) => b.uid(uid),
+        None => b.privileged(),
     }
+    .spawn();
+    let status = g.wait();
+    let stderr = g.stderr();
+    assert_eq!(status.code(), Some(7), "uid {uid:?}: {stderr}");
+    ctx.assert_nothing_left();
+    assert!(!stderr.contains("write failed"), "uid {uid:?}: the events writer gave up: {stderr}");
+    // Whatever guardian managed to write is whole JSON lines after the filler.
+    let rest = g.drain_unread();
+    let text = String::from_utf8_lossy(&rest);
+    for line in text.trim_start_matches('#').lines().filter(|l| !l.is_empty()) {
+        assert!(serde_json::from_str::<serde_json::Value>(line).is_ok(), "torn line {line:?}");
+    }
+    stderr
 }
 
-/// As above through a named FIFO, which the kernel refuses `RWF_NOWAIT` for (6.18 as on the
-/// kernels before 6.4 for every pipe): guardian reopens it through /proc as its own
-/// non-blocking description at the first write; as another user than the FIFO's (mode 0600)
-/// it cannot, and writes only after poll() reports room, which is logged. The writer never
-/// gives up on the events.
+/// An anonymous pipe: `RWF_NOWAIT` on guardian's dup (Linux 6.4+), else its own reopened
+/// description, else (another user's pipe) writes after poll().
+#[test]
+fn full_events_pipe_never_blocks_release() {
+    full_events_never_block_release(false, None);
+    need_root!("run guardian as another user than the pipe's creator");
+    full_events_never_block_release(false, Some(NOBODY));
+}
+
+/// A named FIFO, which the kernel refuses `RWF_NOWAIT` for (6.18 as on the kernels before
+/// 6.4 for every pipe): guardian reopens it through /proc as its own non-blocking description;
+/// as another user than the FIFO's (mode 0600) it cannot, and writes only after poll()
+/// reports room. The reopen is the designed path (nothing reported); the poll() writes are a
+/// fallback, reported with why.
 #[test]
 fn full_named_fifo_events_never_block_release() {
-    for uid in [None, Some(NOBODY)] {
-        if uid.is_some() {
-            need_root!("run guardian as another user than the FIFO's owner");
-        }
-        let ctx = Ctx::new("full-events-fifo");
-        let script = format!("setsid env -i {} & exit 7", ctx.sleep());
-        let mut b = ctx.guardian().args(["--grace", "300ms", "-v"]).script(&script).events_unread_full_fifo();
-        b = match uid {
-            Some(uid) => b.uid(uid),
-            None => b.privileged(),
-        };
-        let mut g = b.spawn();
-        let status = g.wait();
-        let stderr = g.stderr();
-        assert_eq!(status.code(), Some(7), "uid {uid:?}: {stderr}");
-        ctx.assert_nothing_left();
-        // The reopen is the designed path for a FIFO (nothing reported); the poll() writes are
-        // a fallback, reported with why.
-        let polled = stderr.contains("pwritev2 refused (EOPNOTSUPP") && stderr.contains("open refused (EACCES");
-        assert_eq!(polled, uid.is_some(), "uid {uid:?}: the poll() fallback is reported exactly when taken: {stderr}");
-        assert!(!stderr.contains("write failed"), "uid {uid:?}: the events writer gave up: {stderr}");
-    }
+    let polled =
+        |stderr: &str| stderr.contains("pwritev2 refused (EOPNOTSUPP") && stderr.contains("open refused (EACCES");
+    let stderr = full_events_never_block_release(true, None);
+    assert!(!polled(&stderr), "reopened, nothing to report: {stderr}");
+    need_root!("run guardian as another user than the FIFO's owner");
+    let stderr = full_events_never_block_release(true, Some(NOBODY));
+    assert!(polled(&stderr), "the poll() fallback is reported with why: {stderr}");
 }
 
 /// 200 descendants with RLIMIT_NOFILE 16: guardian opens one pidfd at a time.
