@@ -1,0 +1,179 @@
+"""treeguardian-mcp (wrap / unwrap / check) against the golden files in packaging/mcp/golden,
+the same bytes the npm package's test (test/mcp-wrap.test.js) holds its copy of the tool to.
+
+Every run goes through ``python -m treeguardian.mcp`` (the entry point users run), on copies in
+a temporary directory. The guardian written is this test's (GUARDIAN_BIN, else the package's);
+the golden files say ``@GUARDIAN@`` in its place. TREEGUARDIAN_GOLDEN_REGEN=1 rewrites the
+golden outputs from the tool (review the diff before committing them)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Dict, List, Tuple
+
+import pytest
+
+import treeguardian
+
+ROOT = Path(__file__).resolve().parents[3]
+GOLDEN = ROOT / "packaging/mcp/golden"
+CASES: Dict[str, Any] = json.loads((GOLDEN / "cases.json").read_text())
+REGEN = os.environ.get("TREEGUARDIAN_GOLDEN_REGEN") == "1"
+
+
+def guardian() -> str:
+    return os.environ.get("GUARDIAN_BIN") or treeguardian.binary()
+
+
+def tool(*args: str, cwd: Path | None = None, env: Dict[str, str] | None = None) -> Tuple[int, str]:
+    p = subprocess.run(
+        [sys.executable, "-m", "treeguardian.mcp", *args],
+        capture_output=True, text=True, cwd=cwd, env=env, timeout=60,
+    )
+    return p.returncode, p.stdout + p.stderr
+
+
+def wrapped_name(name: str) -> str:
+    stem, ext = name.rsplit(".", 1)
+    return f"{stem}.wrapped.{ext}"
+
+
+def golden_wrapped(name: str) -> bytes:
+    return (GOLDEN / wrapped_name(name)).read_bytes().replace(b"@GUARDIAN@", json.dumps(guardian()).strip('"').encode())
+
+
+@pytest.mark.parametrize("case", CASES["cases"], ids=[c["file"] for c in CASES["cases"]])
+def test_golden_wrap_rewrap_unwrap(case: Dict[str, Any], tmp_path: Path) -> None:
+    src = GOLDEN / case["file"]
+    f = tmp_path / case["file"]
+    shutil.copyfile(src, f)
+    os.chmod(f, 0o640)
+    rc, out = tool("--guardian", guardian(), "wrap", "--host", case["host"], str(f))
+    assert rc == 0, out
+    assert out.count(": wrapped: ") == case["wrapped"], out
+    assert out.count("left alone") == case["left"], out
+    if REGEN:
+        (GOLDEN / wrapped_name(case["file"])).write_bytes(f.read_bytes().replace(json.dumps(guardian()).strip('"').encode(), b"@GUARDIAN@"))
+    assert f.read_bytes() == golden_wrapped(case["file"])
+    # the backup is the file as it was, with its mode; the file keeps its mode
+    backup = Path(str(f) + ".treeguardian.bak")
+    assert backup.read_bytes() == src.read_bytes()
+    assert os.stat(f).st_mode & 0o777 == 0o640 and os.stat(backup).st_mode & 0o777 == 0o640
+    # wrap again: nothing changes, every server says so
+    before = f.read_bytes()
+    rc, out = tool("--guardian", guardian(), "wrap", "--host", case["host"], str(f))
+    assert rc == 0 and f.read_bytes() == before, out
+    assert out.count("already wrapped") == case["wrapped"], out
+    # check passes on the wrapped file
+    rc, out = tool("check", "--host", case["host"], str(f))
+    assert rc == 0, out
+    assert out.count(": wrapped; guardian ") == case["wrapped"], out
+    # unwrap: the original, byte for byte
+    rc, out = tool("unwrap", "--host", case["host"], "--no-backup", str(f))
+    assert rc == 0, out
+    assert out.count(": unwrapped") == case["wrapped"], out
+    assert f.read_bytes() == src.read_bytes()
+    # check fails on the unwrapped file, naming each server
+    rc, out = tool("check", "--host", case["host"], str(f))
+    assert rc == 1 and out.count("NOT WRAPPED") == case["wrapped"], out
+
+
+@pytest.mark.parametrize("case", CASES["broken"], ids=[c["file"] for c in CASES["broken"]])
+def test_broken_file_is_refused_and_untouched(case: Dict[str, Any], tmp_path: Path) -> None:
+    f = tmp_path / case["file"]
+    shutil.copyfile(GOLDEN / case["file"], f)
+    for action in ("wrap", "unwrap", "check"):
+        rc, out = tool("--guardian", guardian(), action, "--host", case["host"], str(f))
+        assert rc == 2, out
+        assert "refused, left as it was" in out and "line " in out, out
+        assert f.read_bytes() == (GOLDEN / case["file"]).read_bytes()
+    assert sorted(os.listdir(tmp_path)) == [case["file"]], "no backup or temporary file left"
+
+
+def test_dry_run_shows_a_diff_and_writes_nothing(tmp_path: Path) -> None:
+    f = tmp_path / "claude_desktop_config.json"
+    shutil.copyfile(GOLDEN / "claude-desktop.json", f)
+    rc, out = tool("--guardian", guardian(), "wrap", "--dry-run", str(f))
+    assert rc == 0, out
+    assert f"--- {f}" in out and '-      "command": "npx",' in out and f'+      "command": {json.dumps(guardian())},' in out, out
+    assert f.read_bytes() == (GOLDEN / "claude-desktop.json").read_bytes()
+    assert sorted(os.listdir(tmp_path)) == ["claude_desktop_config.json"]
+
+
+def test_finds_the_known_files_when_none_are_named(tmp_path: Path) -> None:
+    home, project = tmp_path / "home", tmp_path / "project"
+    files = {
+        home / ".config/Claude/claude_desktop_config.json": "claude-desktop.json",
+        home / ".claude.json": "claude-code-user.json",
+        home / ".codex/config.toml": "codex.toml",
+        home / ".config/zed/settings.json": "zed.jsonc",
+        project / ".vscode/mcp.json": "vscode.jsonc",
+        project / ".mcp.json": "claude-code.json",
+        project / ".gemini/settings.json": "gemini.jsonc",
+    }
+    for path, name in files.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(GOLDEN / name, path)
+    env = {k: v for k, v in os.environ.items() if k not in ("XDG_CONFIG_HOME", "CODEX_HOME")}
+    env["HOME"] = str(home)
+    rc, out = tool("--guardian", guardian(), "wrap", cwd=project, env=env)
+    assert rc == 0, out
+    for path, name in files.items():
+        assert path.read_bytes() == golden_wrapped(name), (path, out)
+    rc, out = tool("check", cwd=project, env=env)
+    assert rc == 0, out
+    rc, out = tool("unwrap", cwd=project, env=env)
+    assert rc == 0, out
+    for path, name in files.items():
+        assert path.read_bytes() == (GOLDEN / name).read_bytes(), path
+
+
+def test_symlinked_config_is_written_through_the_link(tmp_path: Path) -> None:
+    (tmp_path / "dotfiles").mkdir()
+    real = tmp_path / "dotfiles/mcp.json"
+    shutil.copyfile(GOLDEN / "cursor.json", real)
+    (tmp_path / ".cursor").mkdir()
+    link = tmp_path / ".cursor/mcp.json"
+    link.symlink_to(real)
+    rc, out = tool("--guardian", guardian(), "wrap", str(link))
+    assert rc == 0, out
+    assert link.is_symlink() and real.read_bytes() == golden_wrapped("cursor.json")
+
+
+def test_a_server_wrapped_by_another_guardian_is_left_and_checked(tmp_path: Path) -> None:
+    f = tmp_path / ".mcp.json"
+    f.write_text('{"mcpServers": {"a": {"command": "/gone/bin/guardian", "args": ["--", "true"]}}}\n')
+    before = f.read_bytes()
+    rc, out = tool("--guardian", guardian(), "wrap", str(f))
+    assert rc == 0 and "already wrapped" in out and f.read_bytes() == before, out
+    rc, out = tool("check", str(f))
+    assert rc == 1 and "NOT FOUND" in out, out
+
+
+def test_bad_usage_is_one_clear_line(tmp_path: Path) -> None:
+    f = tmp_path / "unknown.json"
+    f.write_text("{}")
+    rc, out = tool("--guardian", guardian(), "wrap", str(f))
+    assert rc == 2 and "--host" in out, out
+    rc, out = tool("--guardian", "relative/guardian", "wrap", "--host", "cursor", str(f))
+    assert rc == 2 and "absolute path" in out, out
+
+
+def test_the_generated_parts_are_fresh() -> None:
+    sync = ROOT / "packaging/mcp/sync.py"
+    if not sync.exists():
+        pytest.skip("not in a source tree")
+    p = subprocess.run([sys.executable, str(sync), "--check"], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+
+
+def stdio_servers(text: str, fmt: str) -> List[str]:
+    from treeguardian import _mcp_wrap
+
+    root = _mcp_wrap.parse(text, fmt)
+    return [s.name for s, skip in _mcp_wrap._find_servers(root, _mcp_wrap.host_by_id("codex" if fmt == "toml" else "claude-desktop")) if not skip]
