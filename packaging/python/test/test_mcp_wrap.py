@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -172,8 +173,26 @@ def test_the_generated_parts_are_fresh() -> None:
     assert p.returncode == 0, p.stderr
 
 
-def stdio_servers(text: str, fmt: str) -> List[str]:
-    from treeguardian import _mcp_wrap
+README_PATH = "/home/you/.local/bin/guardian"
+SNIPPET = re.compile(r"<!-- treeguardian-mcp wrap --host (\S+) -->\n```\w*\n(.*?)```\n", re.S)
 
-    root = _mcp_wrap.parse(text, fmt)
-    return [s.name for s, skip in _mcp_wrap._find_servers(root, _mcp_wrap.host_by_id("codex" if fmt == "toml" else "claude-desktop")) if not skip]
+
+def test_readme_snippets_are_what_wrap_writes(tmp_path: Path) -> None:
+    """Each snippet of the README's "In your editor or agent" is the tool's output: unwrapped,
+    then wrapped again, it comes back byte for byte (with this test's guardian for the path)."""
+    readme = ROOT / "README.md"
+    if not readme.exists():
+        pytest.skip("not in a source tree")
+    snippets = SNIPPET.findall(readme.read_text())
+    hosts = {h for h, _ in snippets}
+    assert hosts >= {"claude-desktop", "claude-code", "claude-code-user", "cursor", "vscode", "windsurf", "zed", "codex", "gemini"}, hosts
+    for i, (host, text) in enumerate(snippets):
+        wrapped = text.replace(README_PATH, guardian())
+        f = tmp_path / f"snippet{i}"
+        f.write_text(wrapped)
+        rc, out = tool("unwrap", "--host", host, "--no-backup", str(f))
+        assert rc == 0 and ": unwrapped" in out, (host, out)
+        assert "/guardian" not in f.read_text(), (host, f.read_text())
+        rc, out = tool("--guardian", guardian(), "wrap", "--host", host, "--no-backup", str(f))
+        assert rc == 0, (host, out)
+        assert f.read_text() == wrapped, f"README snippet for {host} is not what wrap writes:\n{f.read_text()}"
