@@ -591,14 +591,16 @@ class _Toml:
 
 
 def parse_toml(text: str) -> Table:
+    import importlib
+
     try:
-        import tomllib  # type: ignore[import-not-found,unused-ignore]
+        tomllib: Any = importlib.import_module("tomllib")
     except ImportError:  # Python < 3.11: this parser's own checks only
         tomllib = None
     if tomllib is not None:
         try:
             tomllib.loads(text)
-        except Exception as e:  # tomllib.TOMLDecodeError
+        except tomllib.TOMLDecodeError as e:
             raise ParseError(str(e)) from None
     return _Toml(text).parse()
 
