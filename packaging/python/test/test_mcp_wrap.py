@@ -196,3 +196,16 @@ def test_readme_snippets_are_what_wrap_writes(tmp_path: Path) -> None:
         rc, out = tool("--guardian", guardian(), "wrap", "--host", host, "--no-backup", str(f))
         assert rc == 0, (host, out)
         assert f.read_text() == wrapped, f"README snippet for {host} is not what wrap writes:\n{f.read_text()}"
+
+
+def test_the_console_script_is_installed_with_the_wheel(tmp_path: Path) -> None:
+    """pip makes ``treeguardian-mcp`` from the wheel's entry_points.txt, next to the interpreter
+    (run.sh installs the wheel into each venv; from a source checkout there is no script)."""
+    script = Path(sys.executable).parent / "treeguardian-mcp"
+    if not script.exists():
+        pytest.skip(f"no {script}: treeguardian is not installed from a wheel in this environment")
+    f = tmp_path / ".mcp.json"
+    shutil.copyfile(GOLDEN / "claude-code.json", f)
+    p = subprocess.run([str(script), "--guardian", guardian(), "wrap", str(f)], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert f.read_bytes() == golden_wrapped("claude-code.json")
