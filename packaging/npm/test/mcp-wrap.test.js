@@ -5,7 +5,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { chmodSync, copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { chmodSync, copyFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -117,6 +117,29 @@ test(`[${runtime}] treeguardian-mcp without python3 says what it needs (exit 127
   });
   assert.equal(r.status, 127);
   assert.match(r.stderr, /needs Python 3\.9 or later.*uvx --from treeguardian treeguardian-mcp/);
+});
+
+test(`[${runtime}] the README's "In your editor or agent" snippets are what the bin writes`, T, () => {
+  const readme = join(npmdir, '..', '..', 'README.md');
+  const text = readFileSync(readme, 'utf8');
+  const snippets = [...text.matchAll(/<!-- treeguardian-mcp wrap --host (\S+) -->\n```\w*\n([\s\S]*?)```\n/g)];
+  assert.ok(snippets.length >= 9, `found ${snippets.length} snippets`);
+  const dir = scratch();
+  try {
+    for (const [, host, body] of snippets) {
+      const wrapped = body.replaceAll('/home/you/.local/bin/guardian', guardianBin);
+      const f = join(dir, `${host}.snippet`);
+      writeFileSync(f, wrapped);
+      let r = tool('unwrap', '--host', host, '--no-backup', f);
+      assert.equal(r.rc, 0, r.out);
+      assert.ok(!readFileSync(f, 'utf8').includes(guardianBin), `${host}: unwrap left guardian in`);
+      r = tool('--guardian', guardianBin, 'wrap', '--host', host, '--no-backup', f);
+      assert.equal(r.rc, 0, r.out);
+      assert.equal(readFileSync(f, 'utf8'), wrapped, `the README snippet for ${host} is not what wrap writes`);
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
 
 test('mcp-wrap.py is the Python package\'s treeguardian/_mcp_wrap.py, byte for byte (packaging/mcp/sync.py)', T, () => {

@@ -163,6 +163,19 @@ def test_bad_usage_is_one_clear_line(tmp_path: Path) -> None:
     assert rc == 2 and "--host" in out, out
     rc, out = tool("--guardian", "relative/guardian", "wrap", "--host", "cursor", str(f))
     assert rc == 2 and "absolute path" in out, out
+    rc, out = tool("--guardian", guardian(), "wrap", "--grace", "abc", "--host", "cursor", str(f))
+    assert rc == 2 and "not a duration" in out and f.read_text() == "{}", out
+
+
+def test_grace_option_overrides_the_hosts(tmp_path: Path) -> None:
+    f = tmp_path / ".mcp.json"
+    shutil.copyfile(GOLDEN / "claude-code.json", f)
+    rc, out = tool("--guardian", guardian(), "wrap", "--grace", "300ms", str(f))
+    assert rc == 0, out
+    text = f.read_text()
+    assert '"args": ["--grace", "300ms", "--", "uvx"' in text and '"args": ["--grace=300ms", "--", "mcp-server-memory"]' in text, text
+    rc, out = tool("unwrap", str(f))
+    assert rc == 0 and f.read_bytes() == (GOLDEN / "claude-code.json").read_bytes(), out
 
 
 def test_the_generated_parts_are_fresh() -> None:

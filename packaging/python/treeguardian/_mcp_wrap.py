@@ -1035,6 +1035,10 @@ def main(argv: Optional[Sequence[str]] = None, out: Callable[[str], None] = prin
         if not os.path.isabs(guardian) or not resolves(guardian):
             out(f"treeguardian-mcp: --guardian {guardian!r} is not an absolute path to an executable file")
             return 2
+    grace = getattr(a, "grace", None)
+    if grace is not None and not re.fullmatch(r"[0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h)?", grace):
+        out(f"treeguardian-mcp: --grace {grace!r} is not a duration guardian takes (e.g. 500ms, 1s, 1.5s, 2m; a bare number is seconds)")
+        return 2
     cwd = os.getcwd()
     if a.files:
         targets: List[Tuple[str, Dict[str, Any]]] = []
