@@ -222,3 +222,10 @@ def test_the_console_script_is_installed_with_the_wheel(tmp_path: Path) -> None:
     p = subprocess.run([str(script), "--guardian", guardian(), "wrap", str(f)], capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stdout + p.stderr
     assert f.read_bytes() == golden_wrapped("claude-code.json")
+    # With no --guardian and no variable: the guardian the wheel installed, by absolute path.
+    shutil.copyfile(GOLDEN / "claude-code.json", f)
+    env = {k: v for k, v in os.environ.items() if k not in ("GUARDIAN_BIN", "TREEGUARDIAN_BINARY")}
+    p = subprocess.run([str(script), "wrap", str(f)], capture_output=True, text=True, timeout=60, env=env)
+    assert p.returncode == 0, p.stdout + p.stderr
+    shipped = str(Path(sys.executable).parent / "guardian")
+    assert f.read_text() == (GOLDEN / "claude-code.wrapped.json").read_text().replace("@GUARDIAN@", shipped)
