@@ -862,6 +862,10 @@ def write_atomic(path: str, text: str, backup: bool) -> Optional[str]:
         with os.fdopen(fd, "wb") as f, open(real, "rb") as src:
             shutil.copyfileobj(src, f)
         os.chmod(saved, stat.S_IMODE(st.st_mode))
+        try:
+            os.chown(saved, st.st_uid, st.st_gid)
+        except PermissionError:
+            pass
     fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(real) + ".", suffix=".tmp", dir=os.path.dirname(real))
     try:
         with os.fdopen(fd, "wb") as f:
