@@ -229,3 +229,19 @@ def test_the_console_script_is_installed_with_the_wheel(tmp_path: Path) -> None:
     assert p.returncode == 0, p.stdout + p.stderr
     shipped = str(Path(sys.executable).parent / "guardian")
     assert f.read_text() == (GOLDEN / "claude-code.wrapped.json").read_text().replace("@GUARDIAN@", shipped)
+
+
+def test_owner_and_mode_are_kept(tmp_path: Path) -> None:
+    """Run as root on a user's file (sudo, a provisioning script): the file and its backup stay
+    the user's, with the file's mode."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to give the file to another user")
+    f = tmp_path / ".mcp.json"
+    shutil.copyfile(GOLDEN / "claude-code.json", f)
+    os.chown(f, 65534, 65534)
+    os.chmod(f, 0o600)
+    rc, out = tool("--guardian", guardian(), "wrap", str(f))
+    assert rc == 0, out
+    for p in (f, Path(str(f) + ".treeguardian.bak")):
+        st = os.stat(p)
+        assert (st.st_uid, st.st_gid, st.st_mode & 0o777) == (65534, 65534, 0o600), (p, st)
