@@ -349,12 +349,9 @@ fn supervise(cli: cli::Cli, me: i32, setup: signal_step::Setup, mut events: Even
         // Without a group of its own the provider shares guardian's (its caller's): only the
         // provider can be the target.
         forward_to: if spawned.pgid == spawned.provider.pid {
-            match cli.forward_to {
-                cli::ForwardTo::Provider => Target::Provider,
-                cli::ForwardTo::Group => Target::Group,
-            }
+            cli.forward_to
         } else {
-            if cli.forward_to == cli::ForwardTo::Group {
+            if cli.forward_to == Target::Group {
                 warn!(
                     "--forward-to group: guardian's process group is outside its PID namespace, so the provider has no group of its own; signals go to the provider"
                 );

@@ -127,14 +127,12 @@ pub fn parse(text: &str) -> Result<i32, String> {
 /// The stop signal: one that can end a process and that guardian gives no other meaning, so
 /// it is never SIGKILL (what the grace ends in), SIGCONT or a job-control stop, or SIGCHLD
 /// (guardian's own wake-up), and a stopped process always needs the SIGCONT that follows it.
-/// Only [`StopSignal::parse`] (the parser's `--stop-signal`) makes one; [`StopSignal::TERM`]
-/// is the default.
+/// Only [`StopSignal::parse`] (the parser's `--stop-signal`, and its default from the option
+/// table) makes one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StopSignal(i32);
 
 impl StopSignal {
-    pub const TERM: StopSignal = StopSignal(libc::SIGTERM);
-
     /// A signal name or number ([`parse`]) that may be the stop signal.
     pub fn parse(text: &str) -> Result<StopSignal, String> {
         let sig = parse(text)?;

@@ -7,7 +7,7 @@ use super::*;
 const NOBODY: i32 = 1 << 30;
 
 fn tree(discovery: Discovery, proc: bool) -> Tree {
-    let stop = StopSignal::TERM;
+    let stop = StopSignal::parse("TERM").expect("TERM");
     let proc = proc.then(|| Proc::open().expect("/proc"));
     let mut t = Tree::new(discovery, proc, None, stop, true);
     t.rounds.me = NOBODY;
