@@ -1,6 +1,16 @@
 //! signals: signal names and numbers, `StopSignal` and the parsing of `--stop-signal`, and
-//! which signals are forwarded. Pure (no syscall): xtask shares this file; start-up's signal
+//! which signals are forwarded, and where to (`Target`, what `--forward-to` parses into). Pure (no syscall): xtask shares this file; start-up's signal
 //! step, which blocks them, is `signal_step.rs`.
+
+/// Where a signal to the provider goes: the value of `--forward-to` and the supervisor's
+/// `Config::forward_to`, one type for both.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// The provider alone (through its pidfd).
+    Provider,
+    /// The provider's process group.
+    Group,
+}
 
 /// The name of a classic signal without its `SIG` prefix. A `match`, not a table of `&str`:
 /// such a table is one of pointers, which static-pie relocation writes in every process (a

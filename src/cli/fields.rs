@@ -13,7 +13,7 @@ use treeguardian_spec::options::Opt;
 use super::Sub;
 use super::values::{Value, parse_value};
 use crate::signals::StopSignal;
-use crate::supervise::Target;
+use crate::signals::Target;
 
 macro_rules! fields {
     (

@@ -19,7 +19,7 @@ use treeguardian_spec::options::{Commands, Kind, Opt};
 use super::fields::{Choice, Given};
 use super::values::{Value, parse_value};
 use super::{Cli, Parsed, Sub, env_vars, help, parse};
-use crate::supervise::Target;
+use crate::signals::Target;
 
 /// What a parser made of a command line.
 #[allow(clippy::large_enum_variant)]
