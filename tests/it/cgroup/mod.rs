@@ -59,6 +59,25 @@ macro_rules! delegated {
     }};
 }
 
+/// Two guardians side by side in one delegated cgroup: `(mount, cgroup, (ctx_a, ctx_b))`.
+macro_rules! delegated_pair {
+    ($a:expr, $b:expr) => {{
+        let (mount, cg, a) = delegated!($a);
+        (mount, cg, (a, Ctx::new($b)))
+    }};
+}
+
+/// A delegated cgroup with a C program of the test's (skips where it cannot be built, as
+/// [`need_cc`] says): `(mount, cgroup, ctx, program)`.
+macro_rules! delegated_with_program {
+    ($name:expr, $program:expr, $source:expr) => {{
+        need_cc!($program);
+        let (mount, cg, ctx) = delegated!($name);
+        let bin = ctx.c_program($program, $source);
+        (mount, cg, ctx, bin)
+    }};
+}
+
 /// Starts `guardian ARGS` (events on fd 3): as uid 65534 inside `cg` when given, else as
 /// the current user, where it is.
 fn start(ctx: &Ctx, cg: Option<&Path>, args: &[&str]) -> Guardian {

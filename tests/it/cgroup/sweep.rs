@@ -12,15 +12,11 @@ use super::*;
 
 #[test]
 fn sweep_removes_a_dead_guardians_leaf_and_keeps_a_live_ones() {
-    let mount = need_delegation!();
-    let cg = TestCgroup::new(&mount, true);
-    let (ca, cb) = (Ctx::new("cg-a"), Ctx::new("cg-b"));
+    let (_mount, cg, (ca, cb)) = delegated_pair!("cg-a", "cg-b");
     let (na, nb) = (&ca.nonce, &cb.nonce);
-    let mut a = start_without_sentinel(
-        &ca,
-        Some(&cg.path),
-        &["--cgroup", "auto", "--", "sh", "-c", &format!("trap '' TERM; sleep 1000.{na} & wait")],
-    );
+    // A's provider ignores SIGTERM, so only a kill can end its orphaned sleep.
+    let stubborn = format!("trap '' TERM; sleep 1000.{na} & wait");
+    let mut a = start_without_sentinel(&ca, Some(&cg.path), &["--cgroup", "auto", "--", "sh", "-c", &stubborn]);
     let mut b =
         start_without_sentinel(&cb, Some(&cg.path), &["--cgroup", "auto", "--", "sleep", &format!("1000.{nb}")]);
     let (leaf_a, leaf_b) = (leaf(&a), leaf(&b));
@@ -50,12 +46,8 @@ fn sweep_removes_a_dead_guardians_leaf_and_keeps_a_live_ones() {
 
 #[test]
 fn sweep_leaf_kills_a_process_cgroup_kill_misses() {
-    let mount = need_delegation!();
-    need_cc!("zombie-leader");
-    let cg = TestCgroup::new(&mount, true);
-    let ctx = Ctx::new("cg-sweep-leaf");
+    let (_mount, cg, ctx, bin) = delegated_with_program!("cg-sweep-leaf", "zombie-leader", ZOMBIE_LEADER);
     let n = &ctx.nonce;
-    let bin = ctx.c_program("zombie-leader", ZOMBIE_LEADER);
     let provider = format!("{}; exec sleep 1000.{n}", zombie_leader_waits(&bin, n));
     let mut g = start_without_sentinel(&ctx, Some(&cg.path), &["--cgroup", "auto", "--", "sh", "-c", &provider]);
     let leaf = leaf(&g);

@@ -138,9 +138,7 @@ fn each_member_of_the_leaf_hears_the_stop_signal_once() {
 
 #[test]
 fn concurrent_guardians_do_not_kill_each_other() {
-    let mount = need_delegation!();
-    let cg = TestCgroup::new(&mount, true);
-    let (ca, cb) = (Ctx::new("cg-a"), Ctx::new("cg-b"));
+    let (_mount, cg, (ca, cb)) = delegated_pair!("cg-a", "cg-b");
     let (na, nb) = (&ca.nonce, &cb.nonce);
     let mut b = start(
         &cb,
@@ -189,14 +187,8 @@ fn a_fork_storm_is_stopped() {
 
 #[test]
 fn a_process_whose_main_thread_exited_is_killed_in_the_leaf() {
-    let mount = need_delegation!();
-    need_cc!("zombie-leader");
-    let cg = TestCgroup::new(&mount, true);
-    // Declared after `cg`, so dropped before it: its cleanup kills, through a pidfd, what
-    // cgroup.kill in the cgroup's cleanup cannot.
-    let ctx = Ctx::new("cg-zombie-leader");
+    let (_mount, cg, ctx, bin) = delegated_with_program!("cg-zombie-leader", "zombie-leader", ZOMBIE_LEADER);
     let n = &ctx.nonce;
-    let bin = ctx.c_program("zombie-leader", ZOMBIE_LEADER);
     let provider = format!("{}; exit 3", zombie_leader_waits(&bin, n));
     let (f, leaf) =
         run_in_leaf(&ctx, &cg, &["-vv", "--cgroup", "auto", "--grace", "200ms", "--", "sh", "-c", &provider]);
@@ -275,12 +267,8 @@ fn remove_deep(parent: &std::os::fd::OwnedFd, name: &std::ffi::OsStr) {
 
 #[test]
 fn cgroups_nested_deeper_than_path_max_are_removed() {
-    let mount = need_delegation!();
-    need_cc!("deep-nest");
-    let cg = TestCgroup::new(&mount, true);
-    let ctx = Ctx::new("cg-deep-nest");
+    let (mount, cg, ctx, bin) = delegated_with_program!("cg-deep-nest", "deep-nest", DEEP_NEST);
     let n = &ctx.nonce;
-    let bin = ctx.c_program("deep-nest", DEEP_NEST);
     // 30 levels of 200-character names: 6 000 bytes below the leaf, beyond PATH_MAX (4 096).
     let provider = format!("cd \"$1$(sed -n 's/^0:://p' /proc/self/cgroup)\" && {} 1000.{n} 30", bin.display());
     let mount_arg = mount.to_string_lossy().into_owned();
