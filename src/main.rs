@@ -168,7 +168,12 @@ fn start(cli: &cli::Cli, me: i32, setup: signal_step::Setup, events: &mut Events
     };
 
     // 7. Leaf cgroup, before the provider exists, so none of its tree is born outside.
-    let leaf = setup_cgroup(cli, me, events)?;
+    let limits = cgroup::Limits {
+        memory_max: cli.memory_max.clone(),
+        pids_max: cli.pids_max.clone(),
+        cpu_max: cli.cpu_max.clone(),
+    };
+    let leaf = cgroup::leaf_for_provider(cli.cgroup.as_deref(), &limits, me, events)?;
 
     // Blind: neither /proc nor kill(-1) can find the descendants. Only a leaf contains them;
     // without one guardian would leave orphans behind, so it refuses before starting anything.
@@ -382,59 +387,6 @@ fn supervise(cli: cli::Cli, me: i32, setup: signal_step::Setup, mut events: Even
     drop(cli);
     sys::release_startup_memory();
     sup.run()
-}
-
-/// `--cgroup auto|PATH`: creates the provider's leaf. An explicit PATH that cannot be used,
-/// or limits that cannot be applied, fail (125); `auto` without a usable delegation falls
-/// back to plain subreaper mode (debug log + `fallback` event).
-fn setup_cgroup(cli: &cli::Cli, me: i32, events: &mut Events) -> Result<Option<cgroup::Leaf>, Failure> {
-    let limits = cgroup::Limits {
-        memory_max: cli.memory_max.clone(),
-        pids_max: cli.pids_max.clone(),
-        cpu_max: cli.cpu_max.clone(),
-    };
-    let Some(arg) = &cli.cgroup else {
-        if !limits.is_empty() {
-            return Err(Failure::guardian(
-                "--memory-max, --pids-max and --cpu-max need --cgroup auto|PATH (limits are written to the provider's leaf cgroup)",
-            ));
-        }
-        return Ok(None);
-    };
-    let req = cgroup::Request::from_arg(arg);
-    // The leaf is named after guardian as the mounted /proc sees it (`/proc/self`), because
-    // that is where `guardian sweep` will judge whether its guardian still lives: in blind mode
-    // (a /proc of an ancestor namespace) guardian's own pid would name an unrelated process.
-    let seen = std::fs::read_link("/proc/self").ok().and_then(|l| l.to_str()?.parse::<i32>().ok()).unwrap_or(me);
-    let start = proctree::Proc::open().and_then(|mut p| p.try_stat(seen)).map(|s| s.starttime);
-    let result = match start {
-        Ok(start) => cgroup::Leaf::create(&req, &limits, seen, start),
-        Err(e) => Err(cgroup::Unusable {
-            errno: e.raw_os_error().unwrap_or(libc::ENOENT),
-            message: format!(
-                "cannot read guardian's start time from /proc/{seen}/stat (needed to name the leaf): {}",
-                errno::explain(&e)
-            ),
-        }),
-    };
-    match result {
-        Ok(leaf) => {
-            debug!("created leaf cgroup {}", leaf.path.display());
-            Ok(Some(leaf))
-        }
-        // Running out of a resource (EMFILE) says nothing about the delegation: not a fallback.
-        Err(u) if req == cgroup::Request::Auto && limits.is_empty() && !errno::is_resource(u.errno) => {
-            let errno = errno::name(u.errno);
-            debug!("--cgroup auto: no usable cgroup ({}); running as a plain subreaper", u.message);
-            events.emit(Event::Fallback {
-                what: "cgroup".into(),
-                errno: errno.into(),
-                detail: format!("{}; running as a plain subreaper", u.message),
-            });
-            Ok(None)
-        }
-        Err(u) => Err(Failure::guardian(format!("--cgroup {}: {}", arg.to_string_lossy(), u.message))),
-    }
 }
 
 /// Opens a pidfd on the parent and re-checks `getppid()` afterwards: if the parent died
