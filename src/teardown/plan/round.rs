@@ -200,7 +200,8 @@ impl<K: Hands> Planner<'_, K> {
         let me = self.s.me;
         let mut kids = Vec::new();
         let mut signalled = Vec::new();
-        if self.k.children(me, None, &mut kids).is_some() {
+        // guardian has one thread: one `children` file, no thread count to ask.
+        if self.k.children(me, Some(1), &mut kids).is_some() {
             self.s.children_hint = kids.len();
             for &pid in &kids {
                 // Killed and not reaped yet: nothing left to do for it or below it.
@@ -395,7 +396,7 @@ impl<K: Hands> Planner<'_, K> {
         // with no `/proc` read, as a walk does ([`Planner::signal_child`]).
         let me = self.s.me;
         let mut kids = Vec::new();
-        if self.k.children(me, None, &mut kids).is_none() {
+        if self.k.children(me, Some(1), &mut kids).is_none() {
             kids.clear();
         }
         let own: HashSet<i32> = kids.into_iter().collect();

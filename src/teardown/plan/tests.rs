@@ -22,6 +22,8 @@ struct Table {
     /// pidfds are refused (only guardian's children can be signalled).
     no_pidfds: bool,
     asked: Vec<i32>,
+    /// Each `children` read with the thread count the planner passed (`None`: ask the kernel).
+    threads: Vec<(i32, Option<u32>)>,
     did: Vec<Did>,
 }
 
@@ -50,8 +52,9 @@ impl Facts for Table {
         self.stats.get(&pid).copied()
     }
 
-    fn children(&mut self, pid: i32, _threads: Option<u32>, out: &mut Vec<i32>) -> Option<()> {
+    fn children(&mut self, pid: i32, threads: Option<u32>, out: &mut Vec<i32>) -> Option<()> {
         self.did.push(Did::Read(pid));
+        self.threads.push((pid, threads));
         out.extend(self.children.get(&pid)?);
         Some(())
     }
@@ -418,6 +421,8 @@ fn a_walk_signals_guardians_children_before_reading_what_they_forked_and_skips_t
         "2000 signalled by pid before any children file below guardian's is read"
     );
     assert_eq!(sends(&t), [&Did::Child(2000), &Did::Verified(1500), &Did::Verified(3000)]);
+    assert_eq!(t.threads[..2], [(ME, Some(1)), (1001, None)], "guardian has one thread; its children's are asked");
+    assert!(t.threads.contains(&(3000, Some(1))), "a deeper descendant's stat gave its thread count");
     let tally = Tally::Walk { read: 5, children: 2, deeper: 2 };
     assert_eq!(reports(&t), [&sent(Target::Descendants, &[2000, 1500, 3000], Some(tally))]);
     assert!(s.mode.chase(3, false), "deeper descendants' children were read before their signal");
