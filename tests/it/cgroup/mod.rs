@@ -11,7 +11,8 @@
 //! (cgroup.kill, wait for `populated 0`, rmdir bottom-up), also when a test fails.
 //!
 //! The tests are split by behaviour: `teardown.rs` (the tree in and out of the leaf), `sweep.rs`
-//! (`guardian sweep`) and `setup.rs` (which mode guardian starts in, or its refusal). The named
+//! (`guardian sweep`) and `setup.rs` (which mode guardian starts in, or its refusal). The C
+//! programs they build are all here: `tests/vm/run` compiles them for its guest from this file. The named
 //! scenarios below ([`delegated`], [`run_in_leaf`], [`assert_tree_gone`]) are their common shape.
 
 use std::path::{Path, PathBuf};
@@ -181,6 +182,25 @@ int main(void) {
     signal(SIGTERM, SIG_IGN);
     if (pthread_create(&t, 0, sleeper, 0) != 0) return 1;
     pthread_exit(0);
+}
+"#;
+
+/// `deep-nest 1000.<tag> DEPTH`: creates DEPTH nested directories of 200-character names
+/// below its working directory with relative mkdir/chdir, so the innermost is far deeper
+/// than PATH_MAX from the root.
+const DEEP_NEST: &str = r#"
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    char name[201];
+    int depth = argc > 2 ? atoi(argv[2]) : 0;
+    memset(name, 'd', 200);
+    name[200] = 0;
+    for (int i = 0; i < depth; i++)
+        if (mkdir(name, 0755) != 0 || chdir(name) != 0) return 9;
+    return 0;
 }
 "#;
 

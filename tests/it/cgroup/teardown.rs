@@ -223,25 +223,6 @@ fn a_provider_that_removes_its_own_emptied_leaf_gets_its_status() {
     assert_eq!(released["status"], 4, "{released}");
 }
 
-/// `deep-nest 1000.<tag> DEPTH`: creates DEPTH nested directories of 200-character names
-/// below its working directory with relative mkdir/chdir, so the innermost is far deeper
-/// than PATH_MAX from the root.
-const DEEP_NEST: &str = r#"
-#include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
-int main(int argc, char **argv) {
-    char name[201];
-    int depth = argc > 2 ? atoi(argv[2]) : 0;
-    memset(name, 'd', 200);
-    name[200] = 0;
-    for (int i = 0; i < depth; i++)
-        if (mkdir(name, 0755) != 0 || chdir(name) != 0) return 9;
-    return 0;
-}
-"#;
-
 /// Removes a directory tree of any depth through directory fds (test cleanup when guardian
 /// failed to).
 fn remove_deep(parent: &std::os::fd::OwnedFd, name: &std::ffi::OsStr) {
