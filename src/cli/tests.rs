@@ -16,7 +16,7 @@ use clap::builder::{TypedValueParser, ValueParser};
 use proptest::prelude::*;
 use treeguardian_spec::options::{Commands, Kind, Opt};
 
-use super::fields::{Choice, Given};
+use super::fields::Given;
 use super::values::{Value, parse_value};
 use super::{Cli, Parsed, Sub, env_vars, help, parse};
 use crate::signals::Target;
@@ -405,63 +405,6 @@ fn options_json_is_up_to_date() {
         include_str!("../../spec/options.json") == treeguardian_spec::options::to_json(),
         "spec/options.json is stale: run 'make options' and commit it"
     );
-}
-
-/// `fields.rs` gives every option of the table a field: a value of the option's kind changes
-/// what the parser returns (a missing row would be lost by both parsers alike).
-#[test]
-fn every_option_reaches_its_field() {
-    for &o in Opt::ALL {
-        let value: &[u8] = match o.kind() {
-            Kind::Help | Kind::Version => continue,
-            Kind::Duration => b"7s",
-            Kind::Signal => b"HUP",
-            Kind::Choice(words) => words.rsplit(' ').next().unwrap_or_default().as_bytes(),
-            Kind::Fd => b"9",
-            Kind::Path => b"/p",
-            Kind::Size => b"1M",
-            Kind::Limit => b"9",
-            Kind::Cpus => b"2",
-            Kind::Flag => b"true",
-            Kind::Count(_) => b"2",
-        };
-        let value = parse_value(o, OsStr::from_bytes(value)).unwrap();
-        let sub = match o {
-            _ if o.commands().has(Commands::SWEEP) => Some(Sub::Sweep { cgroup: None, leaf: None }),
-            _ if o.commands().has(Commands::DOCTOR) => Some(Sub::Doctor { json: false, cgroup: None }),
-            _ => None,
-        };
-        let given = || {
-            let mut g = Given::default();
-            g.sub = sub.clone();
-            g
-        };
-        let before = given().finish(Vec::new()).unwrap();
-        let mut cli = given();
-        cli.set(o, value);
-        assert_ne!(cli.finish(Vec::new()).unwrap(), before, "{o:?}: fields.rs has no row for it");
-    }
-}
-
-/// Each default comes from the table, parsed as a given value is, and each word of a choice
-/// parses into its field's type.
-#[test]
-fn defaults_and_choices_come_from_the_table() {
-    let cli = Given::default().finish(Vec::new()).expect("every default of the table parses");
-    for &o in Opt::ALL {
-        if let Some(text) = o.spec().default {
-            let mut given = Given::default();
-            given.set(o, parse_value(o, OsStr::new(text)).unwrap());
-            assert_eq!(given.finish(Vec::new()).unwrap(), cli, "{o:?}: the default is the table's {text}");
-            assert!(super::fields::BOUND.contains(&o), "{o:?} has a default but no row");
-        }
-        if let Kind::Choice(words) = o.kind() {
-            for w in words.split(' ') {
-                assert!(Choice::parse(o, w).is_some(), "{o:?}: the word {w} has no variant");
-            }
-        }
-    }
-    assert_eq!(Choice::parse(Opt::ForwardTo, "group"), Some(Choice::Target(Target::Group)));
 }
 
 // ---- behaviours, one by one (no environment needed: the hand parser takes a lookup) ----
