@@ -1,16 +1,23 @@
 //! guardian: a Linux process-tree guardian. `main` wires the modules together in the order
-//! the guarantees need: parse options, refuse setuid, take over the events fd (so a failed
-//! setup step is reported there as an `error` event), block the handled signals, become a
-//! child subreaper, watch the parent, and only then start the provider; then probe whether
-//! pidfds may signal, and the supervise loop runs until release. Whatever ends guardian comes
+//! the guarantees need, the start-up steps of docs/design.md ("Start-up order", one numbering
+//! that the `// N. Title` comments below follow, checked by `docs_drift`): parse options,
+//! refuse set-id (1), not dumpable (1b), take over the events fd (2: a failed setup step is
+//! reported there as an `error` event), read the handled signals from a signalfd (3), split
+//! off the sentinel (3b), become a child subreaper (4), watch the parent (5), choose how to
+//! find descendants (6), make the leaf cgroup (7), take the terminal (7b), and only then start
+//! the provider (8); then probe whether pidfds may signal (9), hand start-up's memory back
+//! (10), and the supervise loop runs until release. Whatever ends guardian comes
 //! back here as a status or an `exit::Failure`, and `main` turns it into the exit status
 //! (`exit::end`: a provider killed by signal N makes guardian die of N, unless it is PID 1).
 //!
-//! Modules: `cgroup` (leaf cgroups, `sweep`), `cli` (options), `doctor` (capability check),
-//! `exit` (exit statuses, `Failure`), `errno` (errno names), `signals` (names, handled set),
-//! `sys` (all `unsafe`: the crate denies it elsewhere), `pidref` (process handle), `proctree`
-//! (/proc), `spawn` (provider start), `supervise` (event loop, states, grace period),
-//! `teardown` (signalling rounds), `events` (JSON Lines), `log`.
+//! Modules (docs/design.md maps their files; `docs_drift` keeps this list, the map and the
+//! house complete): `cgroup` (leaf cgroups, `sweep`), `cli` (options), `doctor` (capability
+//! check), `errno` (errno names), `events` (JSON Lines), `exit` (exit statuses, `Failure`),
+//! `log`, `pidref` (process handle), `proctree` (/proc), `sentinel` (the parent left behind),
+//! `signal_step` (start-up's signal step), `signals` (names, handled set), `spawn` (provider
+//! start), `status` (wait statuses), `supervise` (event loop, states, grace period), `sys` (all
+//! `unsafe`: the crate denies it elsewhere), `teardown` (signalling rounds), `test_hooks`
+//! (the tests' hooks), `writer` (writes that never block).
 
 #![deny(unsafe_code)]
 // guardian's entry point is `sys/start.rs`'s C `main`, without the Rust runtime's start-up
@@ -19,6 +26,8 @@
 
 mod cgroup;
 mod cli;
+#[cfg(test)]
+mod docs_drift;
 mod doctor;
 mod errno;
 mod events;
@@ -129,26 +138,27 @@ struct Started {
     pidfds: bool,
 }
 
-/// Setup steps 3 to 9, up to and including the provider's start (steps 2 and 2b are
+/// Start-up steps 4 to 9, up to and including the provider's start (steps 1 to 3b are
 /// [`setup_and_supervise`]'s); on failure nothing it started is left running, and the caller
 /// reports the failure as an `error` event.
 fn start(cli: &cli::Cli, me: i32, setup: signal_step::Setup, events: &mut Events) -> Result<Started, Failure> {
     let signal_step::Setup { sigfd, original_mask, sigchld_ignored, .. } = setup;
 
-    // 3. Subreaper before the provider exists, so every orphan of its tree comes to us.
+    // 4. Subreaper before the provider exists, so every orphan of its tree comes to us.
     rustix::process::set_child_subreaper(Some(
         rustix::process::Pid::from_raw(me).ok_or_else(|| Failure::guardian("bad pid"))?,
     ))
     .map_err(|e| Failure::guardian(format!("prctl(PR_SET_CHILD_SUBREAPER) failed: {e}")))?;
 
-    // 4. Parent watch: pidfd on the parent, re-checked after opening; PR_SET_PDEATHSIG when
+    // 5. Parent watch: pidfd on the parent, re-checked after opening; PR_SET_PDEATHSIG when
     //    the parent is outside guardian's PID namespace.
     //    Behind a sentinel the parent is the sentinel, watched whatever --no-parent-watch says
     //    (the sentinel watches the host's process, or not, as that option says).
     let parent = if cli.no_parent_watch && sentinel::pid().is_none() { None } else { watch_parent(events, me)? };
 
-    // 5. How descendants will be found at teardown. Only a /proc that is missing or another
-    //    namespace's means blind; any other error (EMFILE: the fd limit) is named and fatal.
+    // 6. Discovery mode: how descendants will be found at teardown. Only a /proc that is
+    //    missing or another namespace's means blind; any other error (EMFILE: the fd limit)
+    //    is named and fatal.
     let proc = proctree::open_own().map_err(Failure::guardian)?;
     let own_proc = proc.is_some();
     let discovery = match (own_proc, me == 1) {
@@ -157,8 +167,13 @@ fn start(cli: &cli::Cli, me: i32, setup: signal_step::Setup, events: &mut Events
         (false, false) => Discovery::Blind,
     };
 
-    // 6. The leaf cgroup, before the provider exists, so none of its tree is born outside.
-    let leaf = setup_cgroup(cli, me, events)?;
+    // 7. Leaf cgroup, before the provider exists, so none of its tree is born outside.
+    let limits = cgroup::Limits {
+        memory_max: cli.memory_max.clone(),
+        pids_max: cli.pids_max.clone(),
+        cpu_max: cli.cpu_max.clone(),
+    };
+    let leaf = cgroup::leaf_for_provider(cli.cgroup.as_deref(), &limits, me, events)?;
 
     // Blind: neither /proc nor kill(-1) can find the descendants. Only a leaf contains them;
     // without one guardian would leave orphans behind, so it refuses before starting anything.
@@ -174,7 +189,7 @@ fn start(cli: &cli::Cli, me: i32, setup: signal_step::Setup, events: &mut Events
         });
     }
 
-    // 7. Terminal: guardian's controlling terminal is `/dev/tty`, whatever fds 0-2 are. The
+    // 7b. Terminal: guardian's controlling terminal is `/dev/tty`, whatever fds 0-2 are. The
     //    provider gets its foreground at start only if guardian's group holds it (never from
     //    the background) and fd 0 is that terminal (an interactive command); otherwise it gets
     //    it when it first reads or sets the terminal while guardian's group holds it.
@@ -206,7 +221,7 @@ fn start(cli: &cli::Cli, me: i32, setup: signal_step::Setup, events: &mut Events
             && sys::is_controlling_terminal(std::io::stdin().as_fd())
     });
 
-    // 8. Start the provider.
+    // 8. Spawn: start the provider.
     let cfg = spawn::SpawnConfig {
         argv: &cli.command,
         original_mask,
@@ -221,8 +236,9 @@ fn start(cli: &cli::Cli, me: i32, setup: signal_step::Setup, events: &mut Events
     };
     let mut spawned = spawn::spawn(&cfg, events)?;
 
-    // 9. Can pidfds signal? A pidfd on guardian itself, or else on the provider (its unreaped
-    //    child), both always permitted targets, tells a refused interface from a denied target.
+    // 9. Pidfd signalling probe: can pidfds signal? A pidfd on guardian itself, or else on the
+    //    provider (its unreaped child), both always permitted targets, tells a refused
+    //    interface from a denied target.
     let pidfds = match sys::pidfd_open(me) {
         Ok(fd) => pidref::probe_pidfd_signal(fd.as_fd(), events),
         Err(_) => spawned.provider.pidfd().is_none_or(|fd| pidref::probe_pidfd_signal(fd, events)),
@@ -235,20 +251,21 @@ fn start(cli: &cli::Cli, me: i32, setup: signal_step::Setup, events: &mut Events
 
 /// Steps 0 to 2b; guardian goes on in [`supervise`] and ends through [`finish`].
 fn setup_and_supervise(cli: cli::Cli) -> Result<i32, Failure> {
+    // 1. Refuse set-id: guardian signals processes; it must not do so with borrowed privileges.
     if sys::is_setid() {
         return Err(Failure::guardian(
             "refusing to run setuid/setgid (real and effective ids differ); install guardian without the set-id bit",
         ));
     }
-    // The started process's pid (the sentinel's split, step 2b, gives guardian another).
+    // The started process's pid (the sentinel's split, start-up step 3b, gives guardian another).
     let me = std::process::id() as i32;
 
-    // 0. Not dumpable: /proc/<guardian>/fd and ptrace are closed to a same-uid provider, which
+    // 1b. Not dumpable: /proc/<guardian>/fd and ptrace are closed to a same-uid provider, which
     //    could otherwise reopen the events pipe through /proc and forge events. The provider's
     //    exec makes it dumpable again (its own business).
     let dumpable = rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable);
 
-    // 1. Events fd: taken over before guardian opens any fd of its own (a signalfd could
+    // 2. Events fd: taken over before guardian opens any fd of its own (a signalfd could
     //    otherwise reuse a closed number the caller named), and before the provider could
     //    inherit it.
     let (events, events_note) = match (cli.events_fd, &cli.events_file) {
@@ -266,7 +283,7 @@ fn setup_and_supervise(cli: cli::Cli) -> Result<i32, Failure> {
         debug!("{note}");
     }
 
-    // 2. Signals: every catchable one has been blocked since guardian's first instant
+    // 3. Signals: every catchable one has been blocked since guardian's first instant
     //    (`sys::start`); keep the caller's mask for the provider and read the handled ones
     //    from a signalfd (`signal_step::setup`).
     test_hooks::pause_before_signal_setup();
@@ -282,7 +299,7 @@ fn setup_and_supervise(cli: cli::Cli) -> Result<i32, Failure> {
     }
     test_hooks::fault_after_signal_setup();
 
-    // 2b. The sentinel (`sentinel`): unless guardian is PID 1 (or it is turned off), the
+    // 3b. Sentinel (`sentinel`): unless guardian is PID 1 (or it is turned off), the
     //     process the host started stays behind as a small parent and guardian goes on in a
     //     new process sharing its memory, so that a SIGKILL of the host's process is a parent
     //     death guardian sees. Everything guardian owns moves into it; the sentinel keeps
@@ -349,12 +366,9 @@ fn supervise(cli: cli::Cli, me: i32, setup: signal_step::Setup, mut events: Even
         // Without a group of its own the provider shares guardian's (its caller's): only the
         // provider can be the target.
         forward_to: if spawned.pgid == spawned.provider.pid {
-            match cli.forward_to {
-                cli::ForwardTo::Provider => Target::Provider,
-                cli::ForwardTo::Group => Target::Group,
-            }
+            cli.forward_to
         } else {
-            if cli.forward_to == cli::ForwardTo::Group {
+            if cli.forward_to == Target::Group {
                 warn!(
                     "--forward-to group: guardian's process group is outside its PID namespace, so the provider has no group of its own; signals go to the provider"
                 );
@@ -367,65 +381,12 @@ fn supervise(cli: cli::Cli, me: i32, setup: signal_step::Setup, mut events: Even
     let tree = Tree::new(discovery, proc, leaf, cli.stop_signal, pidfds);
     let sup =
         Supervisor::new(settings, sigfd, spawned.provider, spawned.pgid, parent, events, tree, tty, take_terminal);
-    // Everything start-up needed is done: the parsed command line (the provider's argv and
-    // the option strings) is freed, then start-up's heap and stack pages are handed back
-    // before idling.
+    // 10. Start-up memory: everything start-up needed is done: the parsed command line (the
+    //     provider's argv and the option strings) is freed, then start-up's heap and stack
+    //     pages are handed back before idling.
     drop(cli);
     sys::release_startup_memory();
     sup.run()
-}
-
-/// `--cgroup auto|PATH`: creates the provider's leaf. An explicit PATH that cannot be used,
-/// or limits that cannot be applied, fail (125); `auto` without a usable delegation falls
-/// back to plain subreaper mode (debug log + `fallback` event).
-fn setup_cgroup(cli: &cli::Cli, me: i32, events: &mut Events) -> Result<Option<cgroup::Leaf>, Failure> {
-    let limits = cgroup::Limits {
-        memory_max: cli.memory_max.clone(),
-        pids_max: cli.pids_max.clone(),
-        cpu_max: cli.cpu_max.clone(),
-    };
-    let Some(arg) = &cli.cgroup else {
-        if !limits.is_empty() {
-            return Err(Failure::guardian(
-                "--memory-max, --pids-max and --cpu-max need --cgroup auto|PATH (limits are written to the provider's leaf cgroup)",
-            ));
-        }
-        return Ok(None);
-    };
-    let req = cgroup::Request::from_arg(arg);
-    // The leaf is named after guardian as the mounted /proc sees it (`/proc/self`), because
-    // that is where `guardian sweep` will judge whether its guardian still lives: in blind mode
-    // (a /proc of an ancestor namespace) guardian's own pid would name an unrelated process.
-    let seen = std::fs::read_link("/proc/self").ok().and_then(|l| l.to_str()?.parse::<i32>().ok()).unwrap_or(me);
-    let start = proctree::Proc::open().and_then(|mut p| p.try_stat(seen)).map(|s| s.starttime);
-    let result = match start {
-        Ok(start) => cgroup::Leaf::create(&req, &limits, seen, start),
-        Err(e) => Err(cgroup::Unusable {
-            errno: e.raw_os_error().unwrap_or(libc::ENOENT),
-            message: format!(
-                "cannot read guardian's start time from /proc/{seen}/stat (needed to name the leaf): {}",
-                errno::explain(&e)
-            ),
-        }),
-    };
-    match result {
-        Ok(leaf) => {
-            debug!("created leaf cgroup {}", leaf.path.display());
-            Ok(Some(leaf))
-        }
-        // Running out of a resource (EMFILE) says nothing about the delegation: not a fallback.
-        Err(u) if req == cgroup::Request::Auto && limits.is_empty() && !errno::is_resource(u.errno) => {
-            let errno = errno::name(u.errno);
-            debug!("--cgroup auto: no usable cgroup ({}); running as a plain subreaper", u.message);
-            events.emit(Event::Fallback {
-                what: "cgroup".into(),
-                errno: errno.into(),
-                detail: format!("{}; running as a plain subreaper", u.message),
-            });
-            Ok(None)
-        }
-        Err(u) => Err(Failure::guardian(format!("--cgroup {}: {}", arg.to_string_lossy(), u.message))),
-    }
 }
 
 /// Opens a pidfd on the parent and re-checks `getppid()` afterwards: if the parent died

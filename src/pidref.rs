@@ -12,7 +12,6 @@ use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 use crate::events::Events;
-use crate::signals::StopSignal;
 use crate::sys;
 
 /// Sends signal 0 through `fd`, a pidfd on guardian itself or on its unreaped child (which
@@ -89,11 +88,6 @@ impl PidRef {
             }
         }
         if self.unreaped_child { sys::kill(self.pid, sig) } else { Err(io::Error::from_raw_os_error(libc::ESRCH)) }
-    }
-
-    /// The stop signal, then SIGCONT, so a stopped process acts on it.
-    pub fn signal_and_cont(&self, sig: StopSignal) -> io::Result<()> {
-        and_cont(|s| self.signal(s), sig.get())
     }
 
     /// Sends `sig` to this process's process group. Through the pidfd with

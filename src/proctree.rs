@@ -181,22 +181,22 @@ impl Proc {
         self.read_file(&format!("{me}/task/{me}/children"), Extent::Records).is_ok()
     }
 
-    /// The children of a process, from the `children` file of each of its threads (of the
-    /// main thread alone when it has one). `st.threads` 0 means not known (no `stat` was read):
-    /// the link count of its `task` directory tells, in one `statx`. `None` when it is gone or
-    /// unreadable.
-    pub fn children(&mut self, st: &Stat, out: &mut Vec<i32>) -> Option<()> {
-        let threads = match st.threads {
-            0 => self.threads(st.pid)?,
-            n => n,
+    /// The children of process `pid`, from the `children` file of each of its threads (of the
+    /// main thread alone when it has one). `threads`: how many it has, when its `stat` was read;
+    /// otherwise (`None`, or 0) the link count of its `task` directory tells, in one `statx`.
+    /// `None` when it is gone or unreadable.
+    pub fn children(&mut self, pid: i32, threads: Option<u32>, out: &mut Vec<i32>) -> Option<()> {
+        let threads = match threads {
+            None | Some(0) => self.threads(pid)?,
+            Some(n) => n,
         };
         let many = threads > 1;
-        let tids = if many { self.tasks(st.pid)? } else { vec![st.pid] };
+        let tids = if many { self.tasks(pid)? } else { vec![pid] };
         for tid in tids {
             // A thread that exited since the task list was read has no file any more: its
             // siblings' children still count (only the one thread of a process that is gone
             // makes the whole process unreadable).
-            let Ok(n) = self.read_file(&format!("{}/task/{tid}/children", st.pid), Extent::Records) else {
+            let Ok(n) = self.read_file(&format!("{pid}/task/{tid}/children"), Extent::Records) else {
                 if many {
                     continue;
                 }
@@ -244,7 +244,7 @@ impl Proc {
         let mut kids = Vec::new();
         while let Some(parent) = queue.pop_front() {
             kids.clear();
-            if self.children(&parent, &mut kids).is_none() {
+            if self.children(parent.pid, Some(parent.threads), &mut kids).is_none() {
                 continue;
             }
             for &pid in &kids {

@@ -1,6 +1,16 @@
 //! signals: signal names and numbers, `StopSignal` and the parsing of `--stop-signal`, and
-//! which signals are forwarded. Pure (no syscall): xtask shares this file; start-up's signal
+//! which signals are forwarded, and where to (`Target`, what `--forward-to` parses into). Pure (no syscall): xtask shares this file; start-up's signal
 //! step, which blocks them, is `signal_step.rs`.
+
+/// Where a signal to the provider goes: the value of `--forward-to` and the supervisor's
+/// `Config::forward_to`, one type for both.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// The provider alone (through its pidfd).
+    Provider,
+    /// The provider's process group.
+    Group,
+}
 
 /// The name of a classic signal without its `SIG` prefix. A `match`, not a table of `&str`:
 /// such a table is one of pointers, which static-pie relocation writes in every process (a
@@ -127,14 +137,12 @@ pub fn parse(text: &str) -> Result<i32, String> {
 /// The stop signal: one that can end a process and that guardian gives no other meaning, so
 /// it is never SIGKILL (what the grace ends in), SIGCONT or a job-control stop, or SIGCHLD
 /// (guardian's own wake-up), and a stopped process always needs the SIGCONT that follows it.
-/// Only [`StopSignal::parse`] (the parser's `--stop-signal`) makes one; [`StopSignal::TERM`]
-/// is the default.
+/// Only [`StopSignal::parse`] (the parser's `--stop-signal`, and its default from the option
+/// table) makes one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StopSignal(i32);
 
 impl StopSignal {
-    pub const TERM: StopSignal = StopSignal(libc::SIGTERM);
-
     /// A signal name or number ([`parse`]) that may be the stop signal.
     pub fn parse(text: &str) -> Result<StopSignal, String> {
         let sig = parse(text)?;

@@ -7,6 +7,8 @@
 //! * [`leaf`]: the delegation check, the provider's leaf `guardian-<pid>-<starttime>` below a
 //!   delegated parent (`--cgroup PATH`) or guardian's own cgroup (`--cgroup auto`), and its
 //!   limits. The name is what lets `guardian sweep` tell later whether that guardian lives.
+//! * `provider`: the provider's leaf from `--cgroup` and the limits, with `auto`'s fallback to
+//!   plain subreaper mode (`main` only calls [`leaf_for_provider`]).
 //! * `controllers`: the controllers the limits need, enabled in the parent under the
 //!   no-internal-process rule (guardian's `.self` move, refusal of a parent holding
 //!   processes), undone on failure.
@@ -25,11 +27,13 @@ use crate::proctree::Proc;
 mod controllers;
 pub mod leaf;
 pub mod mount;
+mod provider;
 pub mod sweep;
 pub mod tree;
 
 pub use leaf::{Leaf, Parent, check_parent};
 pub use mount::Hierarchy;
+pub use provider::leaf_for_provider;
 pub use sweep::sweep;
 pub use tree::Killed;
 

@@ -26,8 +26,9 @@ use std::os::unix::ffi::OsStrExt;
 
 use treeguardian_spec::options::{Commands, Kind, Opt};
 
+use super::fields::Given;
 use super::values::{Value, parse_value};
-use super::{Cli, Sub, VERSION, help};
+use super::{Sub, VERSION, help};
 
 /// What the command line asks for.
 // One value per start, moved once: boxing `Cli` would only add a heap allocation to start-up.
@@ -35,7 +36,7 @@ use super::{Cli, Sub, VERSION, help};
 #[derive(Debug, PartialEq)]
 pub enum Parsed {
     /// Run (or run a subcommand) with these settings.
-    Run(Cli),
+    Run(super::Cli),
     /// Print this text to stdout and exit 0 (`-h`, `--help`, `--version`, `-V`).
     Print(Cow<'static, str>),
 }
@@ -104,7 +105,7 @@ impl Scan {
     /// Reads options until a positional, `--`, or the end, storing each one's value in `cli`.
     fn options<A: AsRef<OsStr>>(
         &mut self,
-        cli: &mut Cli,
+        cli: &mut Given,
         args: &mut impl Iterator<Item = A>,
     ) -> Result<Stop<A>, String> {
         while let Some(arg) = args.next() {
@@ -173,7 +174,7 @@ impl Scan {
     /// One option met on the command line; `Some` is a text to print (help, version).
     fn met(
         &mut self,
-        cli: &mut Cli,
+        cli: &mut Given,
         o: Opt,
         value: Option<&OsStr>,
         source: Source,
@@ -194,9 +195,9 @@ impl Scan {
 
     /// Parses an option's value as its kind takes it and stores it (`None`: a flag met on the
     /// command line).
-    fn store(&mut self, cli: &mut Cli, o: Opt, value: Option<&OsStr>, source: Source) -> Result<(), String> {
+    fn store(&mut self, cli: &mut Given, o: Opt, value: Option<&OsStr>, source: Source) -> Result<(), String> {
         let v = match (o.kind(), value) {
-            (_, Some(v)) => parse_value(o.kind(), v).map_err(|why| invalid(o, source, v, &why))?,
+            (_, Some(v)) => parse_value(o, v).map_err(|why| invalid(o, source, v, &why))?,
             (Kind::Flag, None) => Value::Flag(true),
             (Kind::Count(max), None) => {
                 self.count = self.count.saturating_add(1);
@@ -213,7 +214,7 @@ impl Scan {
 
     /// The variables of the options the command line did not give, in the table's order, then
     /// the conflicts.
-    fn env(&mut self, cli: &mut Cli, env: &dyn Fn(&str) -> Option<OsString>) -> Result<(), String> {
+    fn env(&mut self, cli: &mut Given, env: &dyn Fn(&str) -> Option<OsString>) -> Result<(), String> {
         for o in Opt::of(self.command) {
             let Some(name) = o.env() else { continue };
             if self.was_given(o) {
@@ -294,7 +295,7 @@ pub fn parse(
     env: &dyn Fn(&str) -> Option<OsString>,
 ) -> Result<Parsed, String> {
     let mut args = argv.into_iter().skip(1);
-    let mut cli = Cli::default();
+    let mut cli = Given::default();
     let mut scan = Scan::new(Commands::MAIN, "guardian", (help::MAIN, help::MAIN_LONG));
     let mut command = Vec::new();
     match scan.options(&mut cli, &mut args)? {
@@ -319,13 +320,12 @@ pub fn parse(
             "missing COMMAND: name the program to run, as in 'guardian [OPTIONS] [--] COMMAND [ARGS]...'".into()
         );
     }
-    cli.command = command;
-    Ok(Parsed::Run(cli))
+    Ok(Parsed::Run(cli.finish(command)?))
 }
 
 /// `sweep` or `doctor` and their options, stored in `cli.sub`; `Some` is a help text to print.
 fn subcommand(
-    cli: &mut Cli,
+    cli: &mut Given,
     name: &str,
     args: &mut impl Iterator<Item = impl AsRef<OsStr>>,
     env: &dyn Fn(&str) -> Option<OsString>,

@@ -16,8 +16,10 @@ use clap::builder::{TypedValueParser, ValueParser};
 use proptest::prelude::*;
 use treeguardian_spec::options::{Commands, Kind, Opt};
 
+use super::fields::Given;
 use super::values::{Value, parse_value};
-use super::{Cli, ForwardTo, Parsed, Sub, env_vars, help, parse};
+use super::{Cli, Parsed, Sub, env_vars, help, parse};
+use crate::signals::Target;
 
 /// What a parser made of a command line.
 #[allow(clippy::large_enum_variant)]
@@ -28,11 +30,11 @@ enum Outcome {
     Refused(String),
 }
 
-/// guardian's own value parser for an option's kind, as clap takes one.
+/// guardian's own value parser for an option, as clap takes one.
 #[derive(Clone)]
-struct ByKind(Kind);
+struct ByOpt(Opt);
 
-impl TypedValueParser for ByKind {
+impl TypedValueParser for ByOpt {
     type Value = Value;
 
     fn parse_ref(&self, cmd: &clap::Command, _: Option<&clap::Arg>, value: &OsStr) -> Result<Value, clap::Error> {
@@ -47,15 +49,15 @@ fn clap_command() -> clap::Command {
         Some(match o.kind() {
             Kind::Choice(words) => ValueParser::new(
                 clap::builder::PossibleValuesParser::new(words.split(' '))
-                    .try_map(move |s: String| parse_value(Kind::Choice(words), OsStr::new(&s))),
+                    .try_map(move |s: String| parse_value(o, OsStr::new(&s))),
             ),
-            kind => ValueParser::new(ByKind(kind)),
+            _ => ValueParser::new(ByOpt(o)),
         })
     })
 }
 
-/// Stores what clap matched for one command's options, through the same `Cli::set`.
-fn store(m: &clap::ArgMatches, command: Commands, cli: &mut Cli) {
+/// Stores what clap matched for one command's options, through the same `Given::set`.
+fn store(m: &clap::ArgMatches, command: Commands, cli: &mut Given) {
     use treeguardian_spec::clap::id;
     for o in Opt::of(command) {
         let v = match o.kind() {
@@ -76,7 +78,8 @@ fn by_clap(argv: &[OsString]) -> Outcome {
     use clap::error::ErrorKind;
     match clap_command().try_get_matches_from(argv) {
         Ok(m) => {
-            let mut cli = Cli::default();
+            let mut cli = Given::default();
+            let mut command = Vec::new();
             store(&m, Commands::MAIN, &mut cli);
             match m.subcommand() {
                 Some(("sweep", sm)) => {
@@ -87,9 +90,9 @@ fn by_clap(argv: &[OsString]) -> Outcome {
                     cli.sub = Some(Sub::Doctor { json: false, cgroup: None });
                     store(sm, Commands::DOCTOR, &mut cli);
                 }
-                None => cli.command = m.get_many::<OsString>("command").into_iter().flatten().cloned().collect(),
+                None => command = m.get_many::<OsString>("command").into_iter().flatten().cloned().collect(),
             }
-            Outcome::Run(cli)
+            Outcome::Run(cli.finish(command).expect("the table's defaults parse"))
         }
         Err(e) if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => {
             Outcome::Print(e.to_string())
@@ -404,37 +407,6 @@ fn options_json_is_up_to_date() {
     );
 }
 
-/// `Cli::set` gives every option of the table a field: a value of the option's kind changes
-/// what the parser returns (a missing arm in `set` would be lost by both parsers alike).
-#[test]
-fn every_option_reaches_its_field() {
-    for &o in Opt::ALL {
-        let value: &[u8] = match o.kind() {
-            Kind::Help | Kind::Version => continue,
-            Kind::Duration => b"7s",
-            Kind::Signal => b"HUP",
-            Kind::Choice(words) => words.rsplit(' ').next().unwrap_or_default().as_bytes(),
-            Kind::Fd => b"9",
-            Kind::Path => b"/p",
-            Kind::Size => b"1M",
-            Kind::Limit => b"9",
-            Kind::Cpus => b"2",
-            Kind::Flag => b"true",
-            Kind::Count(_) => b"2",
-        };
-        let value = parse_value(o.kind(), OsStr::from_bytes(value)).unwrap();
-        let sub = match o {
-            _ if o.commands().has(Commands::SWEEP) => Some(Sub::Sweep { cgroup: None, leaf: None }),
-            _ if o.commands().has(Commands::DOCTOR) => Some(Sub::Doctor { json: false, cgroup: None }),
-            _ => None,
-        };
-        let mut cli = Cli { sub, ..Cli::default() };
-        let before = format!("{cli:?}");
-        cli.set(o, value);
-        assert_ne!(format!("{cli:?}"), before, "{o:?}: Cli::set has no arm for it");
-    }
-}
-
 // ---- behaviours, one by one (no environment needed: the hand parser takes a lookup) ----
 
 #[test]
@@ -442,7 +414,7 @@ fn defaults() {
     let c = run(&["true"], &[]);
     assert_eq!(c.grace, Duration::from_secs(1));
     assert_eq!(c.stop_signal.get(), libc::SIGTERM);
-    assert_eq!(c.forward_to, ForwardTo::Provider);
+    assert_eq!(c.forward_to, Target::Provider);
     assert_eq!((c.events_fd, c.timeout, c.wait_descendants, c.no_parent_watch), (None, None, false, false));
     assert_eq!((c.verbose, c.quiet, c.sub), (0, false, None));
     assert_eq!(c.command, ["true"]);

@@ -7,8 +7,9 @@
 use std::ffi::{OsStr, OsString};
 use std::time::Duration;
 
-use treeguardian_spec::options::Kind;
+use treeguardian_spec::options::{Kind, Opt};
 
+use super::fields::Choice;
 use crate::signals::StopSignal;
 
 /// An option's parsed value.
@@ -16,8 +17,8 @@ use crate::signals::StopSignal;
 pub enum Value {
     Duration(Duration),
     Signal(StopSignal),
-    /// One of a choice's words.
-    Word(&'static str),
+    /// One of a choice's words, as its field's type.
+    Choice(Choice),
     Fd(i32),
     Path(OsString),
     /// A cgroup limit, in the form its interface file takes.
@@ -26,9 +27,10 @@ pub enum Value {
     Count(u8),
 }
 
-/// Parses `value` as an option of this kind takes it (a flag's or a count's value comes from its
+/// Parses `value` as option `o` takes it, by its kind (a flag's or a count's value comes from its
 /// variable). Only a path may be bytes that are not UTF-8.
-pub fn parse_value(kind: Kind, value: &OsStr) -> Result<Value, String> {
+pub fn parse_value(o: Opt, value: &OsStr) -> Result<Value, String> {
+    let kind = o.kind();
     if kind == Kind::Path {
         if value.is_empty() {
             return Err("the path is empty: give a path (or auto where the option takes it)".into());
@@ -39,8 +41,8 @@ pub fn parse_value(kind: Kind, value: &OsStr) -> Result<Value, String> {
     Ok(match kind {
         Kind::Duration => Value::Duration(parse_duration(text)?),
         Kind::Signal => Value::Signal(parse_signal(text)?),
-        Kind::Choice(words) => match words.split(' ').find(|w| *w == text) {
-            Some(word) => Value::Word(word),
+        Kind::Choice(words) => match words.split(' ').find(|w| *w == text).and_then(|w| Choice::parse(o, w)) {
+            Some(choice) => Value::Choice(choice),
             None => return Err(format!("use {}", words.replace(' ', " or "))),
         },
         Kind::Fd => {
@@ -301,7 +303,7 @@ mod tests {
             let e = parse(text).expect_err(text);
             assert!(e.contains("too large") && e.contains("the maximum is"), "{what} {text}: {e}");
         }
-        let e = parse_value(Kind::Fd, OsStr::new("2147483648")).expect_err("fd");
+        let e = parse_value(Opt::EventsFd, OsStr::new("2147483648")).expect_err("fd");
         assert!(e.contains("too large") && e.contains("2147483647"), "{e}");
         // Malformed stays malformed.
         for (parse, text) in [(parse_memory as Parser, "12X"), (parse_pids, "-1"), (parse_cpu, "fast")] {

@@ -86,10 +86,11 @@ impl Iterator for Args {
 /// The signal mask guardian was started with, kept by [`block_until_setup`].
 static CALLER_MASK: AtomicU64 = AtomicU64::new(0);
 
-/// guardian's first act: every catchable signal is blocked until `signal_step::setup` reads
-/// them from its signalfd. A stop request (SIGTERM) or a job-control stop that arrives in the
-/// instants after exec then waits as a pending signal and is handled like one pending at exec
-/// (docs/contract.md), instead of ending or stopping guardian by its default action before it
+/// guardian's first act (start-up step 0): every catchable signal is blocked until
+/// `signal_step::setup` reads them from its signalfd. A stop request (SIGTERM) or a
+/// job-control stop that arrives in the instants after exec then waits as a pending signal
+/// and is handled like one pending at exec (docs/contract.md), instead of ending or stopping
+/// guardian by its default action before it
 /// started anything (a driver that signals right after its spawn returned hit that window).
 /// The caller's mask is kept for the provider ([`caller_mask`]); a subcommand gets it back
 /// ([`restore_caller_mask`]). If the call fails the mask is unchanged and the window stays.

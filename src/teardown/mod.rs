@@ -17,22 +17,18 @@
 //! the pidfd's fdinfo), then the subreaper scan covers descendants that left the leaf. The
 //! kill phase writes `cgroup.kill` instead of signalling members one by one.
 
-use std::collections::HashSet;
-use std::time::Duration;
-
 use crate::cgroup::Leaf;
-use crate::events::{Event, Events, Signal};
-use crate::pidref::{self, PidRef};
-use crate::proctree::{self, Proc, Stat};
+use crate::events::Events;
+use crate::proctree::{self, Proc};
 use crate::signals::StopSignal;
-use crate::{signals, sys};
+use crate::sys;
 
-mod leaf;
+mod exec;
 mod plan;
-mod scan;
 
+use exec::Exec;
 pub use plan::Phase;
-use plan::{Ask, Delivered, Finder, LeafKilled, Mode};
+use plan::{Ask, Finder, Mode, Rounds};
 
 /// How guardian finds its descendants.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -58,19 +54,6 @@ impl Discovery {
     }
 }
 
-/// What one round sends, to whom it does not, and why (for the events).
-struct Round<'r> {
-    ask: Ask,
-    sig: i32,
-    reason: &'r str,
-}
-
-impl Round<'_> {
-    fn phase(&self) -> Phase {
-        self.ask.phase
-    }
-}
-
 #[derive(Default, Debug)]
 pub struct Stats {
     /// Descendants sent the stop signal.
@@ -83,38 +66,18 @@ pub struct Stats {
     pub unkillable: Vec<i32>,
 }
 
-/// The executor of the rounds: it asks the kernel ([`Facts`], `/proc`, `cgroup.procs`), lets
-/// the planner (`plan.rs`) decide, opens pidfds, verifies identity, sends and reports.
+/// The rounds' owner: the planner's memory ([`Rounds`]) and what the executor ([`Exec`]) acts
+/// with. A round is one call of the planner, [`plan::round`], carried out by the executor.
 pub struct Tree {
     pub discovery: Discovery,
-    /// The discovery mode's own state.
-    mode: Mode,
-    self_pid: i32,
+    /// The planner's state: the discovery mode's, who had which signal, the leaf's rounds.
+    rounds: Rounds,
     proc: Option<Proc>,
     /// pidfds may be opened and signalled through (false once refused).
     use_pidfd: bool,
-    stop_signal: StopSignal,
-    delivered: Delivered,
     pub stats: Stats,
-    /// The provider's leaf cgroup (cgroup mode), and its rounds' state.
+    /// The provider's leaf cgroup (cgroup mode).
     pub leaf: Option<Leaf>,
-    leaf_rounds: LeafRounds,
-    /// How many children guardian had at the last read of its own `children` file, less
-    /// those reaped since (what the supervise loop paces its reaping by).
-    children_hint: usize,
-}
-
-/// The leaf's part of the rounds.
-#[derive(Default)]
-struct LeafRounds {
-    /// `cgroup.kill` (or its fallback) was reported already.
-    kill_reported: bool,
-    /// Members that this round's `cgroup.kill` reached (for the first time: `first`).
-    killed: LeafKilled,
-    /// When the leaf's members were last given the stop signal.
-    stopped_at: Option<Duration>,
-    /// Every member any `cgroup.kill` reached, counted once in `stats.killed`.
-    killed_ever: HashSet<i32>,
 }
 
 impl Tree {
@@ -136,56 +99,39 @@ impl Tree {
             }
             Discovery::Blind => (None, Mode::Blind),
         };
-        Tree {
-            discovery,
-            mode,
-            self_pid: std::process::id() as i32,
-            proc,
-            use_pidfd: pidfds,
-            stop_signal,
-            delivered: Delivered::default(),
-            stats: Stats::default(),
-            leaf,
-            leaf_rounds: LeafRounds::default(),
-            children_hint: 0,
-        }
+        let rounds = Rounds::new(std::process::id() as i32, stop_signal.get(), mode);
+        Tree { discovery, rounds, proc, use_pidfd: pidfds, stats: Stats::default(), leaf }
     }
 
-    /// Whether rounds walk the `children` files (the kernel has them) rather than list all of
-    /// `/proc`; asked once, at the first round that needs to know.
-    fn walks(&mut self) -> bool {
-        let proc = self.proc.as_mut();
-        let Some(finder) = self.mode.finder() else { return false };
-        if let Finder::Undecided = finder {
-            let seen = proc.is_some();
-            let walk = proc.is_some_and(|p| p.has_children_files()) && !crate::test_hooks::forced_full_scan();
-            if seen {
-                crate::log::debug!(
-                    "descendants are found by {}",
-                    if walk { "walking /proc/PID/task/TID/children" } else { "listing all of /proc" }
-                );
-            }
-            *finder = if walk { Finder::Walk(Default::default()) } else { Finder::Listing(Default::default()) };
-        }
-        matches!(finder, Finder::Walk(_))
+    /// The planner's state, and the executor for one round (why it runs: `reason`).
+    fn parts<'t>(&'t mut self, reason: &'t str, events: &'t mut Events) -> (&'t mut Rounds, Exec<'t>) {
+        let exec = Exec {
+            me: self.rounds.me,
+            proc: &mut self.proc,
+            use_pidfd: &mut self.use_pidfd,
+            leaf: &mut self.leaf,
+            stats: &mut self.stats,
+            events,
+            reason,
+        };
+        (&mut self.rounds, exec)
     }
 
     /// About how many children guardian has (as of its last round, less those reaped since).
     pub fn children_hint(&self) -> usize {
-        self.children_hint
+        self.rounds.children_hint
     }
 
     /// guardian reaped `pid`, one of its children: from now on the pid may name another process.
     pub fn reaped(&mut self, pid: i32) {
         self.stats.reaped += 1;
-        self.children_hint = self.children_hint.saturating_sub(1);
-        self.delivered.reaped(pid);
+        self.rounds.reaped(pid);
     }
 
     /// Whether the round that just signalled `sent` processes must be followed by another at
     /// once ([`Mode::chase`]).
     pub fn chase(&self, sent: usize) -> bool {
-        self.mode.chase(sent, self.leaf.is_some())
+        self.rounds.mode.chase(sent, self.leaf.is_some())
     }
 
     /// One round: sends the phase's signal to every descendant that has not had it yet.
@@ -200,47 +146,24 @@ impl Tree {
         scan: bool,
         events: &mut Events,
     ) -> usize {
-        let sig = match phase {
-            Phase::Stop => self.stop_signal.get(),
-            Phase::Kill => libc::SIGKILL,
-        };
-        let r = Round { ask: Ask { phase, provider, group: None, now: sys::monotonic() }, sig, reason };
-        self.leaf_rounds.killed = LeafKilled::default();
-        if let Some(Finder::Walk(w)) = self.mode.finder() {
-            w.chase = false;
-        }
-        let in_leaf = self.leaf_round(&r, events);
-        let stops_each = self.stops_each_process();
-        in_leaf
-            + match &self.mode {
-                Mode::Blind => 0,
-                // With the namespace's own /proc, a stop round signals each process once, as a
-                // scan does (a repeated `kill(-1)` would repeat the stop signal to everyone).
-                Mode::Broadcast { .. } if phase == Phase::Stop && stops_each => {
-                    if scan {
-                        self.scan_round(&r, events)
-                    } else {
-                        0
-                    }
-                }
-                Mode::Broadcast { .. } => self.broadcast(&r, events),
-                Mode::Scan { .. } if scan => self.scan_round(&r, events),
-                Mode::Scan { .. } => 0,
-            }
+        let ask = Ask { phase, provider, group: None, now: sys::monotonic() };
+        let leaf = self.leaf.as_ref().is_some_and(|l| !l.is_removed());
+        let (rounds, mut exec) = self.parts(reason, events);
+        plan::round(rounds, &ask, leaf, scan, &mut exec)
     }
 
     /// Whether the next stop round reaches the unreaped provider too, so the caller must not
     /// send it the stop signal apart (it would get it twice): broadcast mode without the
     /// namespace's `/proc`, where the stop round is one `kill(-1)` that cannot leave it out.
     pub fn stop_round_reaches_provider(&self) -> bool {
-        matches!(self.mode, Mode::Broadcast { namespace_stopped: false, .. }) && !self.stops_each_process()
+        matches!(self.rounds.mode, Mode::Broadcast { namespace_stopped: false, .. }) && !self.stops_each_process()
     }
 
     /// Whether rounds reach every descendant (not in blind mode). Then guardian's own stop
     /// signal to the provider must not go to its process group too: the group's members would
     /// hear it twice.
     pub fn rounds_reach_descendants(&self) -> bool {
-        !matches!(self.mode, Mode::Blind)
+        !matches!(self.rounds.mode, Mode::Blind)
     }
 
     /// Whether [`Tree::stop_group`] can reach the provider's group member by member (it needs
@@ -258,8 +181,8 @@ impl Tree {
             return 0;
         }
         let ask = Ask { phase: Phase::Stop, provider: Some(provider), group: Some(pgid), now: sys::monotonic() };
-        let r = Round { ask, sig: self.stop_signal.get(), reason: "forwarded" };
-        self.scan_round(&r, events)
+        let (rounds, mut exec) = self.parts("forwarded", events);
+        plan::round(rounds, &ask, false, true, &mut exec)
     }
 
     /// As PID 1: whether stop rounds signal each process through the namespace's `/proc`
@@ -268,151 +191,10 @@ impl Tree {
         self.proc.is_some() && self.use_pidfd
     }
 
-    /// Counts a round's signals and reports them in one `signal` event: target `cgroup` (with
-    /// the leaf's path) for a leaf's members, `descendants` for the rest.
-    fn report(&mut self, r: &Round<'_>, sent: &[i32], leaf_path: Option<String>, events: &mut Events) {
-        match r.phase() {
-            Phase::Stop => self.stats.signalled += sent.len() as u64,
-            Phase::Kill => self.stats.killed += sent.len() as u64,
-        }
-        if sent.is_empty() {
-            return;
-        }
-        let sig = signals::name(r.sig);
-        crate::log::debug!(
-            "sent {sig} to {} {} ({})",
-            sent.len(),
-            if leaf_path.is_some() { "leaf members" } else { "descendants" },
-            r.reason
-        );
-        let broadcast = matches!(self.mode, Mode::Broadcast { .. });
-        let target = plan::target(leaf_path.is_some(), broadcast, r.ask.group.is_some());
-        let pids = Some(sent.to_vec());
-        events.emit(Event::Signal(Signal {
-            signal: sig,
-            target,
-            pid: None,
-            cgroup: leaf_path,
-            pids,
-            reason: r.reason.into(),
-        }));
-    }
-
-    /// `kill(-1)`: every process of the namespace but guardian. SIGKILL in every kill round
-    /// (repeating it costs nothing and reaches newcomers); the stop signal once per teardown,
-    /// since nothing tells a newcomer from a process that already had it.
-    fn broadcast(&mut self, r: &Round<'_>, events: &mut Events) -> usize {
-        let (sig, reason) = (r.sig, r.reason);
-        let Mode::Broadcast { namespace_stopped, .. } = self.mode else { return 0 };
-        let one_by_one = !self.delivered.stopped.is_empty() || self.stats.signalled > 0;
-        if !plan::broadcasts(r.phase(), namespace_stopped, one_by_one) {
-            return 0;
-        }
-        // PID 1 of its own namespace: every other process in it is guardian's descendant.
-        let kill = |s: i32| sys::kill(-1, s);
-        let res = match r.phase() {
-            Phase::Stop => pidref::and_cont(kill, sig),
-            Phase::Kill => kill(sig),
-        };
-        if let Err(e) = res {
-            if e.raw_os_error() != Some(libc::ESRCH) {
-                crate::log::warn!("kill(-1, {}) failed: {e}", signals::name(sig));
-            }
-            return 0;
-        }
-        // With the namespace's own /proc, who got the SIGKILL is counted afterwards (the kill
-        // is not delayed by it): every other process of the namespace is a descendant.
-        match r.phase() {
-            Phase::Kill => self.count_namespace_kill(r.ask.provider),
-            Phase::Stop => {
-                if let Mode::Broadcast { namespace_stopped, .. } = &mut self.mode {
-                    *namespace_stopped = true;
-                }
-            }
-        }
-        events.emit(Event::Signal(Signal {
-            signal: signals::name(sig),
-            target: "namespace",
-            pid: None,
-            cgroup: None,
-            pids: None,
-            reason: reason.into(),
-        }));
-        crate::log::debug!("sent {} to every process in the namespace ({reason})", signals::name(sig));
-        1
-    }
-
-    /// As PID 1 with the namespace's own `/proc`, right after a `kill(-1, SIGKILL)`: adds the
-    /// processes it reached to `stats.killed`: every pid listed but guardian, the unreaped
-    /// provider (not a descendant), the leaf's members (`cgroup.kill` counted them) and those
-    /// counted by an earlier round. A readdir, no `stat`: the dying show as zombies by now,
-    /// and a pid cannot be reused before guardian reaps it. Without that `/proc` nothing can be
-    /// counted.
-    fn count_namespace_kill(&mut self, provider: Option<i32>) {
-        let me = self.self_pid;
-        let Some(proc) = self.proc.as_mut() else { return };
-        let Ok(pids) = proc.list() else { return };
-        for pid in pids {
-            if pid == me || Some(pid) == provider || self.leaf_rounds.killed_ever.contains(&pid) {
-                continue;
-            }
-            if self.delivered.killed.insert(pid, 0).is_none() {
-                self.stats.killed += 1;
-            }
-        }
-    }
-
     /// Whether `stats.signalled` counts every process that got the stop signal: a scan, or as
     /// PID 1 a stop round that signals each process through the namespace's `/proc`.
     pub fn counts_stop_signals(&self) -> bool {
         self.discovery == Discovery::Scan || (self.discovery == Discovery::Broadcast && self.stops_each_process())
-    }
-
-    /// Sends the phase's signal to one scanned descendant, unless it had it already
-    /// ([`plan::signals`]) or is not the process the scan saw any more.
-    fn signal_one(
-        &mut self,
-        d: &Stat,
-        members: &HashSet<i32>,
-        r: &Round<'_>,
-        sent: &mut Vec<i32>,
-        events: &mut Events,
-    ) {
-        if !plan::signals(d, &r.ask, &mut self.delivered, &self.leaf_rounds.killed) {
-            return;
-        }
-        if let Some(handle) = self.open_verified(d, members, events) {
-            self.deliver(r, &handle, (d.pid, d.starttime), sent);
-        }
-    }
-
-    /// Sends the round's signal (the stop signal then SIGCONT, or SIGKILL) through `handle`.
-    fn send(&self, r: &Round<'_>, handle: &PidRef) -> std::io::Result<()> {
-        match r.phase() {
-            Phase::Stop => handle.signal_and_cont(self.stop_signal),
-            Phase::Kill => handle.signal(libc::SIGKILL),
-        }
-    }
-
-    /// Sends the round's signal through a verified handle and records it. A process guardian
-    /// may not signal (it changed its user id) is named once, in `unkillable`.
-    fn deliver(&mut self, r: &Round<'_>, handle: &PidRef, key: (i32, u64), sent: &mut Vec<i32>) {
-        match self.send(r, handle) {
-            Ok(()) => {
-                sent.push(key.0);
-                self.delivered.of(r.phase()).insert(key.0, key.1);
-            }
-            Err(e) if e.raw_os_error() == Some(libc::EPERM) => self.not_permitted(key.0, "descendant"),
-            Err(_) => {} // ESRCH: already gone.
-        }
-    }
-
-    /// Names a process guardian may not signal in `unkillable`, once.
-    fn not_permitted(&mut self, pid: i32, what: &str) {
-        if !self.stats.unkillable.contains(&pid) {
-            crate::log::warn!("not permitted to signal {what} {pid} (it changed its user id)");
-            self.stats.unkillable.push(pid);
-        }
     }
 
     /// Accounts for a signal guardian sent the provider; returns whether it was delivered, so
@@ -422,9 +204,9 @@ impl Tree {
         match res {
             Ok(()) => true,
             Err(e) => {
-                crate::log::debug!("sending {} to the provider {pid} failed: {e}", signals::name(sig));
+                crate::log::debug!("sending {} to the provider {pid} failed: {e}", crate::signals::name(sig));
                 if e.raw_os_error() == Some(libc::EPERM) {
-                    self.not_permitted(pid, "the provider");
+                    exec::not_permitted(&mut self.stats, pid, "the provider");
                 }
                 false
             }
@@ -434,8 +216,9 @@ impl Tree {
     /// The processes of the tree that still live, as far as `/proc` shows them (nothing
     /// without it): what an abandoned teardown leaves behind.
     pub fn remaining(&mut self) -> Vec<i32> {
-        let me = self.self_pid;
-        let walk = self.walks();
+        let me = self.rounds.me;
+        let proc = &mut self.proc;
+        let walk = self.rounds.mode.walks(|| exec::children_files(proc.as_mut()));
         let Some(proc) = self.proc.as_mut() else {
             return Vec::new();
         };
@@ -447,41 +230,7 @@ impl Tree {
         };
         desc.iter().filter(|s| !s.is_dead()).map(|s| s.pid).collect()
     }
-
-    /// A handle on `seen` only if it is still the process the scan saw: pidfd_open, then its
-    /// `/proc` start time and parent are rechecked and the pidfd is confirmed to name that pid.
-    /// Without pidfds only unreaped direct children are signalled (the tree is peeled from the
-    /// top: grandchildren become children when their parents die).
-    fn open_verified(&mut self, seen: &Stat, members: &HashSet<i32>, events: &mut Events) -> Option<PidRef> {
-        // A process the scan saw as guardian's own child is still that child: only guardian
-        // reaps it, and guardian reaps nothing during a round, so its pid cannot have changed
-        // owner since the scan read its `stat`. `kill(pid)` reaches it with no pidfd and no
-        // re-read (the teardown's common case: orphans are reparented to guardian).
-        if seen.ppid == self.self_pid {
-            return Some(PidRef::child(seen.pid, None));
-        }
-        if self.use_pidfd {
-            match sys::pidfd_open(seen.pid) {
-                Ok(fd) => {
-                    let proc = self.proc.as_mut()?;
-                    let now = proc.stat(seen.pid)?;
-                    let same = now.starttime == seen.starttime && members.contains(&now.ppid);
-                    return (same && proc.pidfd_pid(&fd) == Some(seen.pid)).then(|| PidRef::verified(seen.pid, fd));
-                }
-                Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return None,
-                Err(e) if matches!(e.raw_os_error(), Some(libc::ENOSYS | libc::EPERM)) => {
-                    events.fallback("pidfd_open", &e, "signalling only unreaped direct children");
-                    self.use_pidfd = false;
-                }
-                Err(e) => {
-                    crate::log::debug!(
-                        "pidfd_open({}) failed: {e}; signalling it only if it is a direct child",
-                        seen.pid
-                    );
-                }
-            }
-        }
-        // Without pidfds only direct children (handled above) can be signalled safely.
-        None
-    }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,15 +1,28 @@
-//! teardown::plan: the rounds' decisions, as pure functions over what a round saw. Each
-//! discovery mode keeps its state in its own [`Mode`] variant; [`Delivered`] is the record of
-//! who had which signal; the facts a decision needs about a process (has guardian's child
-//! exited? its `stat`?) come through [`Facts`], which the executor (`mod.rs`, `scan.rs`,
-//! `leaf.rs`) answers from `/proc` and `waitid`, and the unit tests from a table. The
-//! planner says whom to signal and whether another round must follow at once; the executor
-//! opens pidfds, verifies identity, sends, and reports. Nothing here makes a syscall.
+//! teardown::plan: the rounds' decisions, as pure code over what a round sees. A round is ONE
+//! call, [`round`], that decides everything about it: the signal (the stop signal then SIGCONT,
+//! or SIGKILL), whom it goes to, in which order (guardian's own children before any `children`
+//! file is read, newcomers first in a listing, the leaf's `cgroup.kill` before any scan), whether
+//! another round must follow at once, and what the round reports. Each discovery mode keeps its
+//! state in its own [`Mode`] variant; [`Delivered`] is the record of who had which signal; both
+//! live in [`Rounds`], the planner's memory between rounds. What a decision needs to know about
+//! a process (has guardian's child exited? its `stat`? its `children`?) comes through [`Facts`];
+//! what the planner has done (send, through a verified handle; write `cgroup.kill`; report)
+//! goes through [`Hands`]. The executor (`exec.rs`) answers both from `/proc`, `waitid` and the
+//! cgroup and acts; the unit tests answer from a table and record. Nothing here makes a syscall.
+//!
+//! Facts are asked as the round goes, not all before it: a round signals guardian's children
+//! before it reads what they forked, so the tree dies on the other CPUs while the round reads.
 
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use crate::proctree::Stat;
+
+mod round;
+
+#[cfg(test)]
+pub use round::CALLS;
+pub use round::round;
 
 /// A round's phase: which signal it sends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -28,12 +41,157 @@ pub enum Phase {
 /// were dying.
 pub const STOPPED_REREAD: Duration = Duration::from_millis(100);
 
-/// What a round knows about a process only by asking the kernel.
+/// What a round knows about processes only by asking the kernel.
 pub trait Facts {
     /// guardian's child `pid` has exited (a zombie: `waitid(WNOWAIT)`).
     fn exited(&mut self, pid: i32) -> bool;
     /// `/proc/PID/stat`, if it can be read.
     fn stat(&mut self, pid: i32) -> Option<Stat>;
+    /// The pids in `pid`'s `children` files, appended to `out` (`threads`: how many threads
+    /// its `stat` showed, if one was read); `None` when they cannot be read.
+    fn children(&mut self, pid: i32, threads: Option<u32>, out: &mut Vec<i32>) -> Option<()>;
+    /// The pids in `/proc` (`None`: no `/proc`, or it cannot be listed).
+    fn list(&mut self) -> Option<Vec<i32>>;
+    /// The `stat` of each of `pids` that still exists.
+    fn stats(&mut self, pids: &[i32]) -> Vec<Stat>;
+    /// Whether descendants are found through the `children` files (the kernel has them).
+    fn children_files(&mut self) -> bool;
+    /// The members of the provider's leaf (recursively), if there is one.
+    fn leaf_members(&mut self) -> Option<Vec<i32>>;
+    /// Whether each process can be reached on its own beyond guardian's children: a `/proc`
+    /// of guardian's namespace, and pidfds that may signal.
+    fn one_by_one(&self) -> bool;
+}
+
+/// What the planner has the executor do. Every send uses the round's [`Sending`].
+pub trait Hands: Facts {
+    /// Sends to guardian's own child `pid` by pid (pinned until guardian reaps it).
+    fn to_child(&mut self, pid: i32, how: Sending) -> Sent;
+    /// Sends to `seen`, a descendant a scan found, only through a handle that still names it
+    /// (its parent among `members`).
+    fn to_verified(&mut self, seen: &Stat, members: &HashSet<i32>, how: Sending) -> bool;
+    /// Sends to `seen`, a member of the leaf, only through a handle that still names it.
+    fn to_leaf_member(&mut self, seen: &Stat, how: Sending) -> bool;
+    /// `cgroup.kill` (or its fallback): the members it reached; `None` when it failed.
+    /// `first`: the first time this teardown.
+    fn kill_leaf(&mut self, first: bool) -> Option<Vec<i32>>;
+    /// `kill(-1)`: every process of guardian's namespace but guardian; whether it was sent.
+    fn to_namespace(&mut self, how: Sending) -> bool;
+    /// A scan found these descendants and has not signalled them yet (a test hook waits here).
+    fn scanned(&mut self, found: &[Stat]);
+    /// What the round did, for the counters and the `signal` event.
+    fn report(&mut self, how: Sending, report: Report);
+}
+
+/// A round's signal: the stop signal followed by SIGCONT (a stopped process must act on it),
+/// or SIGKILL.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sending {
+    pub phase: Phase,
+    pub sig: i32,
+    pub cont: bool,
+}
+
+/// Whether a send by pid reached guardian's child.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sent {
+    Delivered,
+    /// EPERM: it changed its user id (still there: its `children` are read).
+    NotPermitted,
+    /// Gone already.
+    Gone,
+}
+
+/// The `signal` event's target.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// The leaf's members (the event names the leaf).
+    Cgroup,
+    /// Every process of guardian's PID namespace.
+    Namespace,
+    Descendants,
+}
+
+impl Target {
+    pub fn name(self) -> &'static str {
+        match self {
+            Target::Cgroup => "cgroup",
+            Target::Namespace => "namespace",
+            Target::Descendants => "descendants",
+        }
+    }
+}
+
+/// What one part of a round did, for the executor to count and report.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Report {
+    pub target: Target,
+    /// Who had the signal (`None`: a `kill(-1)`, which names no one).
+    pub pids: Option<Vec<i32>>,
+    /// How many descendants the phase's counter gains.
+    pub counted: u64,
+    /// Whether a `signal` event is emitted.
+    pub emit: bool,
+    /// What the scan read, for the log.
+    pub tally: Option<Tally>,
+}
+
+/// What a scan read to find the descendants.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tally {
+    /// A listing of all of `/proc`: `read` processes, `descendants` of guardian among them.
+    Listing { read: usize, descendants: usize },
+    /// A walk of the `children` files: `read` processes, guardian's `children` and `deeper`.
+    Walk { read: usize, children: usize, deeper: usize },
+}
+
+/// The planner's memory between rounds.
+pub struct Rounds {
+    /// guardian's pid.
+    pub me: i32,
+    /// The stop signal.
+    pub stop_sig: i32,
+    pub mode: Mode,
+    pub delivered: Delivered,
+    pub leaf: LeafRounds,
+    /// How many children guardian had at the last read of its own `children` file, less
+    /// those reaped since (what the supervise loop paces its reaping by).
+    pub children_hint: usize,
+    /// Some process had the stop signal one by one (so no `kill(-1)` may repeat it).
+    stopped_some: bool,
+}
+
+impl Rounds {
+    pub fn new(me: i32, stop_sig: i32, mode: Mode) -> Rounds {
+        Rounds {
+            me,
+            stop_sig,
+            mode,
+            delivered: Delivered::default(),
+            leaf: LeafRounds::default(),
+            children_hint: 0,
+            stopped_some: false,
+        }
+    }
+
+    /// guardian reaped `pid`, one of its children: from now on the pid may name another process.
+    pub fn reaped(&mut self, pid: i32) {
+        self.children_hint = self.children_hint.saturating_sub(1);
+        self.delivered.reaped(pid);
+    }
+}
+
+/// The leaf's part of the rounds.
+#[derive(Default)]
+pub struct LeafRounds {
+    /// `cgroup.kill` (or its fallback) was reported already.
+    pub kill_reported: bool,
+    /// Members that this round's `cgroup.kill` reached (for the first time: `first`).
+    pub killed: LeafKilled,
+    /// When the leaf's members were last given the stop signal.
+    pub stopped_at: Option<Duration>,
+    /// Every member any `cgroup.kill` reached, counted once in the kill counter.
+    pub killed_ever: HashSet<i32>,
 }
 
 /// Each discovery mode with its own state.
@@ -84,6 +242,17 @@ impl Mode {
             Mode::Scan { finder } | Mode::Broadcast { finder: Some(finder), .. } => Some(finder),
             _ => None,
         }
+    }
+
+    /// Whether rounds walk the `children` files (the kernel has them) rather than list all of
+    /// `/proc`; asked once, at the first round that needs to know.
+    pub fn walks(&mut self, children_files: impl FnOnce() -> bool) -> bool {
+        let Some(finder) = self.finder() else { return false };
+        if let Finder::Undecided = finder {
+            *finder =
+                if children_files() { Finder::Walk(Walk::default()) } else { Finder::Listing(Listing::default()) };
+        }
+        matches!(finder, Finder::Walk(_))
     }
 
     /// Whether the round that just signalled `sent` processes must be followed by another at
@@ -179,7 +348,7 @@ pub struct LeafKilled {
 
 /// What to do with one of guardian's own children in a walk (or a leaf's stop).
 #[derive(Debug, PartialEq, Eq)]
-pub enum ChildStep {
+enum ChildStep {
     /// Nothing to do for it or below it.
     Skip,
     /// Not signalled now; its `children` are read (with its `stat` if one was read).
@@ -190,7 +359,7 @@ pub enum ChildStep {
 
 /// The decision for guardian's child `pid`, pinned until guardian reaps it: no `/proc` read
 /// unless it had the signal before under a pid that may have been recycled.
-pub fn child(
+fn child(
     pid: i32,
     ask: &Ask,
     done: &mut Delivered,
@@ -241,7 +410,7 @@ pub fn child(
 /// Whether a descendant a scan found gets the round's signal (after the executor has verified
 /// it): not the provider, not a process that exited entirely, in the group if the round is a
 /// group's, not a leaf member this round's `cgroup.kill` reached, and not one that had it.
-pub fn signals(d: &Stat, ask: &Ask, done: &mut Delivered, leaf: &LeafKilled) -> bool {
+fn signals(d: &Stat, ask: &Ask, done: &mut Delivered, leaf: &LeafKilled) -> bool {
     if Some(d.pid) == ask.provider || d.is_dead() || ask.group.is_some_and(|g| d.pgrp != g) {
         return false;
     }
@@ -254,7 +423,7 @@ pub fn signals(d: &Stat, ask: &Ask, done: &mut Delivered, leaf: &LeafKilled) -> 
 /// After a walk: (chase, reread_children). `first`: guardian's children were signalled before
 /// their files were read; `direct`: how many of the `sent` were guardian's children;
 /// `left_to_guardian`: a child signalled now exited before its file was read.
-pub fn after_walk(first: bool, direct: usize, sent: usize, left_to_guardian: bool) -> Walk {
+fn after_walk(first: bool, direct: usize, sent: usize, left_to_guardian: bool) -> Walk {
     // The deeper descendants signalled now had their `children` read before: the chasing
     // round reads every child's again, whenever it was last read.
     Walk { chase: !first || sent > direct || left_to_guardian, reread_children: sent > direct }
@@ -264,26 +433,21 @@ pub fn after_walk(first: bool, direct: usize, sent: usize, left_to_guardian: boo
 /// every round (repeating it costs nothing and reaches newcomers); the stop signal once per
 /// teardown, and never after processes had it one by one (pidfds refused midway), since a
 /// `kill(-1)` would repeat it to them.
-pub fn broadcasts(phase: Phase, namespace_stopped: bool, stopped_one_by_one: bool) -> bool {
+fn broadcasts(phase: Phase, namespace_stopped: bool, stopped_one_by_one: bool) -> bool {
     phase == Phase::Kill || !(namespace_stopped || stopped_one_by_one)
 }
 
 /// The leaf's stop part runs at most every [`STOPPED_REREAD`], as guardian's signalled
 /// children are read: a member forked after its parent heard the stop signal hears it from a
 /// later round.
-pub fn leaf_stop_due(last: Option<Duration>, now: Duration) -> bool {
+fn leaf_stop_due(last: Option<Duration>, now: Duration) -> bool {
     last.is_none_or(|t| now >= t + STOPPED_REREAD)
 }
 
-/// The `signal` event's target for a round's signals: the leaf's members, the namespace (as
-/// PID 1 the scan covers it, as `kill(-1)` does; not a stop request to the provider's group),
-/// or the descendants.
-pub fn target(leaf: bool, broadcast: bool, group: bool) -> &'static str {
-    match (leaf, broadcast && !group) {
-        (true, _) => "cgroup",
-        (false, true) => "namespace",
-        (false, false) => "descendants",
-    }
+/// The `signal` event's target for a scan's signals: the namespace (as PID 1 the scan covers
+/// it, as `kill(-1)` does; not a stop request to the provider's group), or the descendants.
+fn scan_target(broadcast: bool, group: bool) -> Target {
+    if broadcast && !group { Target::Namespace } else { Target::Descendants }
 }
 
 /// Where the kernel lacks the `children` files: finds which of the pids that were not in the
@@ -291,7 +455,7 @@ pub fn target(leaf: bool, broadcast: bool, group: bool) -> &'static str {
 /// one chain at a time so the executor can signal each as soon as it is found. A newcomer
 /// descends when its parent is guardian, a descendant of the previous scan that is still the
 /// same process (start time re-read), or a newcomer that does.
-pub struct Newcomers<'l> {
+struct Newcomers<'l> {
     me: i32,
     listing: &'l Listing,
     fresh: HashSet<i32>,
@@ -303,7 +467,7 @@ pub struct Newcomers<'l> {
 }
 
 impl<'l> Newcomers<'l> {
-    pub fn new(me: i32, pids: &[i32], listing: &'l Listing) -> Newcomers<'l> {
+    fn new(me: i32, pids: &[i32], listing: &'l Listing) -> Newcomers<'l> {
         let fresh: HashSet<i32> = pids.iter().copied().filter(|p| !listing.listed.contains(p)).collect();
         let mut order: Vec<i32> = fresh.iter().copied().collect();
         // Popped from the end: the newest pid first.
@@ -313,7 +477,7 @@ impl<'l> Newcomers<'l> {
 
     /// The next chain of newcomers that descends from guardian, child first; `None` when all
     /// were decided.
-    pub fn next_chain(&mut self, facts: &mut impl Facts) -> Option<Vec<Stat>> {
+    fn next_chain(&mut self, facts: &mut impl Facts) -> Option<Vec<Stat>> {
         while let Some(pid) = self.order.pop() {
             if self.verdict.contains_key(&pid) {
                 continue;

@@ -46,14 +46,9 @@ pub enum Foreground {
     Other,
 }
 
-/// Where a signal to the provider goes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Target {
-    /// The provider alone (through its pidfd).
-    Provider,
-    /// The provider's process group.
-    Group,
-}
+/// Where a signal to the provider goes (`--forward-to` parses into it: it lives below the
+/// parser, in `signals`).
+pub use crate::signals::Target;
 
 /// What the loop observed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -7,12 +7,39 @@ use super::*;
 
 const ME: i32 = 1000;
 
-/// The kernel's answers: who exited, and each pid's `stat`.
+/// The kernel's answers (who exited, each pid's `stat` and `children`, the leaf's members), and
+/// a record of what the planner asked and had done, in order.
 #[derive(Default)]
 struct Table {
     exited: HashSet<i32>,
     stats: HashMap<i32, Stat>,
+    children: HashMap<i32, Vec<i32>>,
+    /// The kernel has the `children` files.
+    walks: bool,
+    leaf: Option<Vec<i32>>,
+    /// Processes that changed their user id (EPERM).
+    refused: HashSet<i32>,
+    /// pidfds are refused (only guardian's children can be signalled).
+    no_pidfds: bool,
     asked: Vec<i32>,
+    /// Each `children` read with the thread count the planner passed (`None`: ask the kernel).
+    threads: Vec<(i32, Option<u32>)>,
+    did: Vec<Did>,
+}
+
+/// One thing the planner asked or had done.
+#[derive(Debug, PartialEq, Eq)]
+enum Did {
+    /// Read the `children` of.
+    Read(i32),
+    /// Sent to guardian's child by pid.
+    Child(i32),
+    /// Sent through a verified handle.
+    Verified(i32),
+    LeafMember(i32),
+    KillLeaf,
+    Namespace,
+    Report(Report),
 }
 
 impl Facts for Table {
@@ -23,6 +50,75 @@ impl Facts for Table {
 
     fn stat(&mut self, pid: i32) -> Option<Stat> {
         self.stats.get(&pid).copied()
+    }
+
+    fn children(&mut self, pid: i32, threads: Option<u32>, out: &mut Vec<i32>) -> Option<()> {
+        self.did.push(Did::Read(pid));
+        self.threads.push((pid, threads));
+        out.extend(self.children.get(&pid)?);
+        Some(())
+    }
+
+    fn list(&mut self) -> Option<Vec<i32>> {
+        let mut pids: Vec<i32> = self.stats.keys().copied().chain([ME]).collect();
+        pids.sort_unstable();
+        Some(pids)
+    }
+
+    fn stats(&mut self, pids: &[i32]) -> Vec<Stat> {
+        pids.iter().filter_map(|p| self.stats.get(p).copied()).collect()
+    }
+
+    fn children_files(&mut self) -> bool {
+        self.walks
+    }
+
+    fn leaf_members(&mut self) -> Option<Vec<i32>> {
+        self.leaf.clone()
+    }
+
+    fn one_by_one(&self) -> bool {
+        !self.no_pidfds
+    }
+}
+
+impl Hands for Table {
+    fn to_child(&mut self, pid: i32, _how: Sending) -> Sent {
+        if self.refused.contains(&pid) {
+            return Sent::NotPermitted;
+        }
+        self.did.push(Did::Child(pid));
+        Sent::Delivered
+    }
+
+    fn to_verified(&mut self, seen: &Stat, members: &HashSet<i32>, _how: Sending) -> bool {
+        let ok =
+            (seen.ppid == ME || !self.no_pidfds) && members.contains(&seen.ppid) && !self.refused.contains(&seen.pid);
+        if ok {
+            self.did.push(Did::Verified(seen.pid));
+        }
+        ok
+    }
+
+    fn to_leaf_member(&mut self, seen: &Stat, _how: Sending) -> bool {
+        self.did.push(Did::LeafMember(seen.pid));
+        !self.no_pidfds
+    }
+
+    fn kill_leaf(&mut self, _first: bool) -> Option<Vec<i32>> {
+        self.did.push(Did::KillLeaf);
+        self.leaf.clone()
+    }
+
+    fn to_namespace(&mut self, _how: Sending) -> bool {
+        self.did.push(Did::Namespace);
+        true
+    }
+
+    fn scanned(&mut self, _found: &[Stat]) {}
+
+    fn report(&mut self, _how: Sending, report: Report) {
+        self.did.push(Did::Report(report));
     }
 }
 
@@ -73,10 +169,9 @@ fn broadcast_chases_only_when_it_walks_the_namespaces_own_proc() {
 
 #[test]
 fn as_pid_1_the_scan_reports_the_namespace_but_a_group_stop_only_the_group() {
-    assert_eq!(target(false, true, false), "namespace");
-    assert_eq!(target(false, true, true), "descendants");
-    assert_eq!(target(true, true, false), "cgroup");
-    assert_eq!(target(false, false, false), "descendants");
+    assert_eq!(scan_target(true, false), Target::Namespace);
+    assert_eq!(scan_target(true, true), Target::Descendants);
+    assert_eq!(scan_target(false, false), Target::Descendants);
 }
 
 // ---- scan: the walk of the children files ----
@@ -239,4 +334,170 @@ fn a_reaped_child_is_forgotten_so_its_pid_can_name_a_newcomer() {
     done.remember_child(Phase::Kill, 2000, Duration::ZERO);
     done.reaped(2000);
     assert!(done.stopped_children.is_empty() && done.killed_children.is_empty());
+}
+
+// ---- whole rounds, one call each, per mode ----
+
+fn rounds(mode: Mode) -> Rounds {
+    Rounds::new(ME, libc::SIGTERM, mode)
+}
+
+/// A process tree in the table: (pid, parent, process group), each started at tick 1.
+fn family(t: &mut Table, procs: &[(i32, i32, i32)]) {
+    for &(pid, ppid, pgrp) in procs {
+        t.stats.insert(pid, Stat { pgrp, ..st(pid, ppid, 1) });
+        t.children.entry(ppid).or_default().push(pid);
+    }
+}
+
+/// What the planner sent, in order.
+fn sends(t: &Table) -> Vec<&Did> {
+    t.did.iter().filter(|d| matches!(d, Did::Child(_) | Did::Verified(_) | Did::LeafMember(_))).collect()
+}
+
+fn reports(t: &Table) -> Vec<&Report> {
+    t.did
+        .iter()
+        .filter_map(|d| match d {
+            Did::Report(r) => Some(r),
+            _ => None,
+        })
+        .collect()
+}
+
+fn sent(target: Target, pids: &[i32], tally: Option<Tally>) -> Report {
+    Report { target, pids: Some(pids.to_vec()), counted: pids.len() as u64, emit: !pids.is_empty(), tally }
+}
+
+#[test]
+fn a_blind_round_sends_nothing_and_reports_nothing() {
+    let mut s = rounds(Mode::Blind);
+    let mut t = Table::default();
+    family(&mut t, &[(2000, ME, 2000)]);
+    for phase in [Phase::Stop, Phase::Kill] {
+        assert_eq!(round(&mut s, &ask(phase, 0), false, true, &mut t), 0);
+    }
+    assert!(t.did.is_empty(), "{:?}", t.did);
+}
+
+#[test]
+fn a_broadcast_without_proc_stops_the_namespace_once_and_kills_it_every_round() {
+    let mut s = rounds(Mode::Broadcast { finder: None, namespace_stopped: false });
+    let mut t = Table { no_pidfds: true, ..Table::default() };
+    let namespace = Report { target: Target::Namespace, pids: None, counted: 0, emit: true, tally: None };
+    assert_eq!(round(&mut s, &ask(Phase::Stop, 0), false, true, &mut t), 1);
+    assert_eq!(round(&mut s, &ask(Phase::Stop, 10), false, true, &mut t), 0, "never a second kill(-1, stop)");
+    assert_eq!(round(&mut s, &ask(Phase::Kill, 20), false, true, &mut t), 1);
+    assert_eq!(round(&mut s, &ask(Phase::Kill, 30), false, true, &mut t), 1, "SIGKILL reaches newcomers");
+    let once = [Did::Namespace, Did::Report(namespace)];
+    assert_eq!(t.did.len(), 6);
+    assert_eq!(t.did[..2], once);
+}
+
+#[test]
+fn a_broadcast_with_its_own_proc_stops_each_process_then_kills_all_and_counts_them() {
+    let mut s = rounds(Mode::Broadcast { finder: Some(Finder::Undecided), namespace_stopped: false });
+    let mut t = Table { walks: true, ..Table::default() };
+    family(&mut t, &[(2000, ME, 2000), (3000, 2000, 3000)]);
+    assert_eq!(round(&mut s, &ask(Phase::Stop, 0), false, false, &mut t), 0, "no scan asked: nothing");
+    assert_eq!(round(&mut s, &ask(Phase::Stop, 0), false, true, &mut t), 2);
+    let tally = Tally::Walk { read: 3, children: 1, deeper: 1 };
+    assert_eq!(reports(&t), [&sent(Target::Namespace, &[2000, 3000], Some(tally))]);
+    t.did.clear();
+    assert_eq!(round(&mut s, &ask(Phase::Kill, 10), false, true, &mut t), 1);
+    let all = Report { target: Target::Namespace, pids: None, counted: 2, emit: true, tally: None };
+    assert_eq!(t.did, [Did::Namespace, Did::Report(all)], "one kill(-1), both descendants counted");
+}
+
+#[test]
+fn a_walk_signals_guardians_children_before_reading_what_they_forked_and_skips_the_provider() {
+    let mut s = rounds(Mode::Scan { finder: Finder::Undecided });
+    let mut t = Table { walks: true, ..Table::default() };
+    family(&mut t, &[(1001, ME, 1001), (2000, ME, 2000), (1500, 1001, 1001), (3000, 2000, 2000)]);
+    assert_eq!(round(&mut s, &ask(Phase::Stop, 0), false, true, &mut t), 3);
+    assert_eq!(
+        t.did[..3],
+        [Did::Read(ME), Did::Child(2000), Did::Read(1001)],
+        "2000 signalled by pid before any children file below guardian's is read"
+    );
+    assert_eq!(sends(&t), [&Did::Child(2000), &Did::Verified(1500), &Did::Verified(3000)]);
+    assert_eq!(t.threads[..2], [(ME, Some(1)), (1001, None)], "guardian has one thread; its children's are asked");
+    assert!(t.threads.contains(&(3000, Some(1))), "a deeper descendant's stat gave its thread count");
+    let tally = Tally::Walk { read: 5, children: 2, deeper: 2 };
+    assert_eq!(reports(&t), [&sent(Target::Descendants, &[2000, 1500, 3000], Some(tally))]);
+    assert!(s.mode.chase(3, false), "deeper descendants' children were read before their signal");
+    assert_eq!(s.children_hint, 2);
+
+    t.did.clear();
+    assert_eq!(round(&mut s, &ask(Phase::Stop, 50), false, true, &mut t), 0, "each hears the stop signal once");
+    assert!(sends(&t).is_empty() && !reports(&t)[0].emit);
+    assert!(!s.mode.chase(0, false));
+
+    t.did.clear();
+    assert_eq!(round(&mut s, &ask(Phase::Kill, 200), false, true, &mut t), 3);
+    assert_eq!(sends(&t), [&Did::Child(2000), &Did::Verified(1500), &Did::Verified(3000)]);
+}
+
+#[test]
+fn a_listing_signals_every_descendant_then_newcomers_first_newest_chain_first() {
+    let mut s = rounds(Mode::Scan { finder: Finder::Undecided });
+    let mut t = Table::default();
+    family(&mut t, &[(2000, ME, 2000), (3000, 2000, 2000), (900, 1, 900)]);
+    assert_eq!(round(&mut s, &ask(Phase::Stop, 0), false, true, &mut t), 2);
+    assert_eq!(sends(&t), [&Did::Verified(2000), &Did::Verified(3000)], "breadth-first; 900 is a stranger");
+    let tally = Tally::Listing { read: 3, descendants: 2 };
+    assert_eq!(reports(&t), [&sent(Target::Descendants, &[2000, 3000], Some(tally))]);
+    assert!(s.mode.chase(2, false), "it may have missed a child born after it read its parent");
+
+    family(&mut t, &[(4000, 3000, 2000), (5000, 4000, 2000)]);
+    t.did.clear();
+    assert_eq!(round(&mut s, &ask(Phase::Stop, 10), false, true, &mut t), 2);
+    assert_eq!(sends(&t), [&Did::Verified(5000), &Did::Verified(4000)], "the live end of the chain first");
+}
+
+#[test]
+fn a_kill_round_writes_cgroup_kill_first_and_scans_only_what_left_the_leaf() {
+    let mut s = rounds(Mode::Scan { finder: Finder::Undecided });
+    let mut t = Table { walks: true, leaf: Some(vec![1001, 2000, 2100]), ..Table::default() };
+    family(&mut t, &[(2000, ME, 2000), (2100, 2000, 2000), (2500, ME, 2500)]);
+    assert_eq!(round(&mut s, &ask(Phase::Kill, 0), true, true, &mut t), 4);
+    assert_eq!(t.did[0], Did::KillLeaf, "no per-member work before cgroup.kill");
+    let leaf =
+        Report { target: Target::Cgroup, pids: Some(vec![1001, 2000, 2100]), counted: 2, emit: true, tally: None };
+    assert_eq!(reports(&t)[0], &leaf, "the unreaped provider is not counted as a descendant");
+    assert_eq!(sends(&t), [&Did::Child(2500)], "leaf members die with the leaf");
+    assert!(!s.mode.chase(4, true));
+
+    t.did.clear();
+    assert_eq!(round(&mut s, &ask(Phase::Kill, 10), true, true, &mut t), 0);
+    assert!(!reports(&t)[0].emit, "cgroup.kill again, nobody new: no event");
+    assert!(sends(&t).is_empty());
+    assert!(t.did.contains(&Did::Read(2000)), "a member reached before and still alive has its children read");
+}
+
+#[test]
+fn a_stop_round_signals_each_leaf_member_at_most_every_reread_interval() {
+    let mut s = rounds(Mode::Scan { finder: Finder::Undecided });
+    let mut t = Table { walks: true, leaf: Some(vec![1001, 2000, 2100]), ..Table::default() };
+    family(&mut t, &[(1001, ME, 1001), (2000, ME, 2000), (2100, 2000, 2000)]);
+    assert_eq!(round(&mut s, &ask(Phase::Stop, 0), true, false, &mut t), 2);
+    assert_eq!(sends(&t), [&Did::Child(2000), &Did::LeafMember(2100)], "guardian's child by pid, the rest verified");
+    assert_eq!(reports(&t), [&sent(Target::Cgroup, &[2000, 2100], None)]);
+    t.did.clear();
+    assert_eq!(round(&mut s, &ask(Phase::Stop, 50), true, false, &mut t), 0);
+    assert!(t.did.is_empty(), "not due yet: the leaf is not read");
+}
+
+#[test]
+fn a_group_stop_reaches_only_the_group_and_leaves_the_provider_to_its_handle() {
+    let mut s = rounds(Mode::Scan { finder: Finder::Undecided });
+    let mut t = Table { walks: true, ..Table::default() };
+    family(&mut t, &[(1001, ME, 42), (2000, ME, 42), (2001, ME, 7), (3000, 2000, 42), (3001, 2001, 7)]);
+    let group = Ask { group: Some(42), ..ask(Phase::Stop, 0) };
+    assert_eq!(round(&mut s, &group, false, true, &mut t), 2);
+    assert_eq!(sends(&t), [&Did::Verified(2000), &Did::Verified(3000)]);
+    assert_eq!(reports(&t)[0].target, Target::Descendants);
+    t.did.clear();
+    assert_eq!(round(&mut s, &ask(Phase::Stop, 10), false, true, &mut t), 2, "the teardown stops only the rest");
+    assert_eq!(sends(&t), [&Did::Child(2001), &Did::Verified(3001)]);
 }
