@@ -326,3 +326,95 @@ fn guardian_shares_the_sentinels_address_space() {
     assert_eq!(same, 0, "kcmp(KCMP_VM) of sentinel {} and guardian {inner}: {same} ({err})", g.pid());
     ctx.assert_nothing_left();
 }
+
+/// Issue 29.2: guardian proper held (test hook) right after it checked that its parent is the
+/// sentinel, the sentinel is SIGKILLed there: the watch was armed on the sentinel itself (a
+/// pidfd taken before the check), not on whatever `getppid()` says later, so the death is
+/// noticed and the tree is torn down.
+#[test]
+fn a_sentinel_killed_while_guardian_checks_it_still_ends_in_a_teardown() {
+    need_hooks!();
+    let ctx = Ctx::new("sentinel-window");
+    let pause = ctx.path("pause");
+    std::fs::write(&pause, b"").expect("create the pause file");
+    let mut g = ctx
+        .guardian()
+        .arg("--grace")
+        .arg(format!("{GRACE_MS}ms"))
+        .env("GUARDIAN_TEST_SENTINEL_PAUSE_FILE", &pause)
+        .command(ctx.sh(&tree(&ctx)))
+        .spawn();
+    let reached = ctx.path("pause.reached");
+    wait_for("guardian proper to reach the window", || reached.exists().then_some(()));
+    g.signal(libc::SIGKILL);
+    // The sentinel is dead (a zombie, our unreaped child) before guardian proper goes on.
+    let sentinel = g.pid();
+    wait_for("the sentinel to die", || (stat(sentinel).map(|s| s.0) == Some(b'Z')).then_some(()));
+    std::fs::remove_file(&pause).expect("release guardian proper");
+    let st = g.wait();
+    assert_eq!(std::os::unix::process::ExitStatusExt::signal(&st), Some(libc::SIGKILL), "{st}");
+    let events = g.events();
+    assert!(
+        events.iter().any(|e| e["event"] == "stopping" && e["reason"] == "parent-died"),
+        "the sentinel's death went unnoticed: {events:#?}"
+    );
+    ctx.assert_nothing_left();
+}
+
+/// Issue 29.10: the host itself is SIGKILLed (the sentinel's parent). The sentinel tells
+/// guardian, which tears the tree down; the sentinel ends only after every descendant is gone,
+/// with guardian's status (never 125 at once). A subreaper stands in for whoever reaps the
+/// orphaned sentinel (an outer guardian, init) and records when and how it ended.
+#[test]
+fn a_killed_host_leaves_a_sentinel_that_ends_after_the_tree_with_guardians_status() {
+    let ctx = Ctx::new("sentinel-host-killed");
+    need_host_tools!();
+    need_program!("python3", "python3");
+    let g = guardian_argv(&ctx);
+    let quoted: Vec<String> = g.iter().map(|a| format!("'{}'", a.replace('\'', "'\\''"))).collect();
+    let script =
+        format!("{} & echo $! > sentinel-pid; while [ ! -e ready ]; do sleep 0.05; done; kill -9 $$", quoted.join(" "));
+    // The reaper: a subreaper that runs the host, then waits for the orphaned sentinel and
+    // counts the live tagged processes (not itself) the moment it has reaped it.
+    let reaper = "import ctypes, os, subprocess, sys\n\
+         ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)\n\
+         host = subprocess.Popen(sys.argv[1:])\n\
+         host.wait()\n\
+         sentinel = int(open('sentinel-pid').read())\n\
+         nonce = os.environ['NONCE']\n\
+         while True:\n\
+         \x20   pid, st = os.waitpid(-1, 0)\n\
+         \x20   if pid == sentinel: break\n\
+         left = []\n\
+         for p in os.listdir('/proc'):\n\
+         \x20   if not p.isdigit() or int(p) == os.getpid(): continue\n\
+         \x20   try:\n\
+         \x20       if nonce.encode() in open('/proc/%s/cmdline' % p, 'rb').read(): left.append(p)\n\
+         \x20   except OSError: pass\n\
+         print(os.waitstatus_to_exitcode(st), len(left))\n";
+    let mut argv = vec!["/usr/bin/python3".to_string(), "-c".into(), reaper.into()];
+    argv.extend(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--", "sh", "-c"].map(String::from));
+    if !is_root() {
+        argv.truncate(3);
+        argv.extend(["sh", "-c"].map(String::from));
+    }
+    argv.push(script);
+    let mut cmd = Command::new(&argv[0]);
+    cmd.args(&argv[1..]).env("NONCE", &ctx.nonce).current_dir(&ctx.dir).stdin(Stdio::null());
+    let (status, out) = run_host(&ctx, cmd);
+    assert!(status.success(), "{status}: {out}");
+    let mut words = out.split_whitespace();
+    let code: i32 = words.next().and_then(|w| w.parse().ok()).unwrap_or_else(|| panic!("reaper said {out:?}"));
+    let left: usize = words.next().and_then(|w| w.parse().ok()).unwrap_or_else(|| panic!("reaper said {out:?}"));
+    assert_eq!(left, 0, "the sentinel ended while {left} tagged processes still ran");
+    let events = parse_events(&std::fs::read_to_string(ctx.path("events")).unwrap_or_default());
+    assert!(
+        events.iter().any(|e| e["event"] == "stopping" && e["reason"] == "parent-died"),
+        "no parent-died stop: {events:#?}"
+    );
+    let released = events.last().filter(|e| e["event"] == "released").unwrap_or_else(|| panic!("{events:#?}"));
+    let code = if code < 0 { 128 - code } else { code };
+    assert_ne!(code, 125, "the sentinel reported guardian's own failure");
+    assert_eq!(i64::from(code), released["status"].as_i64().unwrap_or(-1), "the sentinel ends as guardian ended");
+    ctx.assert_nothing_left();
+}
