@@ -156,7 +156,7 @@ impl Proper {
     /// Emits the sentinel's fallbacks (event and `-v` line).
     pub fn report(&mut self, events: &mut Events) {
         for (errno, detail) in self.fallback.drain(..) {
-            crate::log::debug!("fallback (sentinel): {detail}");
+            crate::log::info!("sentinel fallback ({errno}): {detail}");
             events.emit(Event::Fallback { what: "sentinel".into(), errno, detail });
         }
     }

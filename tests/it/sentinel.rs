@@ -418,3 +418,149 @@ fn a_killed_host_leaves_a_sentinel_that_ends_after_the_tree_with_guardians_statu
     assert_eq!(i64::from(code), released["status"].as_i64().unwrap_or(-1), "the sentinel ends as guardian ended");
     ctx.assert_nothing_left();
 }
+
+/// Issue 29.3: `unshare -pf sh -c 'guardian -- … & kill -9 $!'`: guardian's process group is
+/// outside its PID namespace, but the shell that starts and kills it is inside, so the
+/// sentinel is used and the SIGKILL tears the tree down. The shell (PID 1 there) stays until
+/// the test has seen the tree gone: its exit would end the namespace and prove nothing.
+#[test]
+fn kill_9_inside_a_pid_namespace_whose_group_is_outside_tears_the_tree_down() {
+    need_pid_namespace!();
+    let ctx = Ctx::new("sentinel-unshare-kill9");
+    let g = guardian_argv(&ctx);
+    let quoted: Vec<String> = g.iter().map(|a| format!("'{}'", a.replace('\'', "'\\''"))).collect();
+    let script = format!(
+        "{} & while [ ! -e ready ]; do sleep 0.05; done; kill -9 $!; wait $!; echo $? > status; \
+         i=0; while [ ! -e done ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done",
+        quoted.join(" ")
+    );
+    let mut cmd = Command::new("unshare");
+    cmd.args(["--pid", "--fork", "--mount-proc", "sh", "-c", &script]).current_dir(&ctx.dir).stdin(Stdio::null());
+    let mut child = cmd.spawn().expect("start unshare");
+    wait_for("the shell's status line", || ctx.read_line_file("status"));
+    assert_eq!(ctx.read_line_file("status").as_deref(), Some("137"), "the shell saw its child killed");
+    wait_for_within(
+        "the tree to be gone while the namespace lives",
+        Duration::from_millis(GRACE_MS) + MARGIN,
+        &mut || ctx.sleeps().is_empty().then_some(()),
+    );
+    std::fs::write(ctx.path("done"), b"").expect("let the shell go");
+    let st = wait_for("unshare to exit", || child.try_wait().expect("try_wait"));
+    assert!(st.success(), "{st}");
+    let events = parse_events(&std::fs::read_to_string(ctx.path("events")).unwrap_or_default());
+    assert!(
+        events.iter().any(|e| e["event"] == "stopping" && e["reason"] == "parent-died"),
+        "no parent-died stop: {events:#?}"
+    );
+    ctx.assert_nothing_left();
+}
+
+/// A seccomp filter that refuses `clone` with `CLONE_VM` (EPERM) and allows everything else
+/// (a plain fork, clone3): as some container profiles, valgrind and emulators do.
+fn refuse_clone_vm() -> Vec<libc::sock_filter> {
+    #[cfg(target_arch = "x86_64")]
+    const AUDIT_ARCH: u32 = 0xC000_003E;
+    #[cfg(target_arch = "aarch64")]
+    const AUDIT_ARCH: u32 = 0xC000_00B7;
+    let f = |code: u32, jt: u8, jf: u8, k: u32| libc::sock_filter { code: code as u16, jt, jf, k };
+    const LD_W_ABS: u32 = 0x20;
+    const JEQ_K: u32 = 0x15;
+    const JSET_K: u32 = 0x45;
+    const RET_K: u32 = 0x06;
+    vec![
+        f(LD_W_ABS, 0, 0, 4), // arch
+        f(JEQ_K, 1, 0, AUDIT_ARCH),
+        f(RET_K, 0, 0, 0x8000_0000), // kill the process
+        f(LD_W_ABS, 0, 0, 0),        // nr
+        f(JEQ_K, 0, 3, libc::SYS_clone as u32),
+        f(LD_W_ABS, 0, 0, 16), // args[0], low word: the flags
+        f(JSET_K, 0, 1, libc::CLONE_VM as u32),
+        f(RET_K, 0, 0, 0x0005_0000 | libc::EPERM as u32),
+        f(RET_K, 0, 0, 0x7fff_0000), // allow
+    ]
+}
+
+/// Runs guardian (`-v`, events to the file `events`) over the tree with `setup` applied in the
+/// child before exec, SIGKILLs the process it started once the tree is ready, and returns
+/// guardian's stderr; the tree must then be torn down (a forked sentinel keeps the promise).
+fn kill_9_with(ctx: &Ctx, setup: impl FnMut() -> std::io::Result<()> + Send + Sync + 'static) -> String {
+    use std::os::unix::process::CommandExt;
+    let err = ctx.path("stderr");
+    let mut cmd = Command::new("sh");
+    cmd.args([
+        "-c",
+        &format!("exec \"$0\" -v --grace {GRACE_MS}ms --events-fd 3 -- sh -c \"$1\" \"$2\" 3>\"$3\""),
+        &guardian_bin().display().to_string(),
+        &tree(ctx),
+        &ctx.tag(),
+        &ctx.path("events").display().to_string(),
+    ])
+    .current_dir(&ctx.dir)
+    .stdin(Stdio::null())
+    .stderr(std::fs::File::create(&err).expect("stderr file"));
+    // SAFETY: `setup` makes only async-signal-safe calls (prctl, setrlimit) on memory prepared
+    // before the fork.
+    unsafe { cmd.pre_exec(setup) };
+    let mut child = cmd.spawn().expect("start guardian");
+    wait_ready(ctx);
+    // SAFETY: our unreaped child.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGKILL) }, 0);
+    let st = wait_for("the killed process", || child.try_wait().expect("try_wait"));
+    assert_eq!(std::os::unix::process::ExitStatusExt::signal(&st), Some(libc::SIGKILL), "{st}");
+    assert_torn_down(ctx);
+    std::fs::read_to_string(&err).unwrap_or_default()
+}
+
+/// The `fallback` event about the sentinel (there must be one).
+fn sentinel_fallback(ctx: &Ctx) -> serde_json::Value {
+    let events = parse_events(&std::fs::read_to_string(ctx.path("events")).unwrap_or_default());
+    events
+        .into_iter()
+        .find(|e| e["event"] == "fallback" && e["what"] == "sentinel")
+        .unwrap_or_else(|| panic!("no sentinel fallback event in {}", ctx.path("events").display()))
+}
+
+/// Issue 29.5: `clone(CLONE_VM)` refused by seccomp is a fallback, not exit 125: the sentinel
+/// is a fork, a `fallback` event and a `-v` line say so, and a SIGKILL of the process the host
+/// started still tears the tree down.
+#[test]
+fn a_refused_clone_vm_falls_back_to_a_forked_sentinel() {
+    let ctx = Ctx::new("sentinel-clone-refused");
+    let program = refuse_clone_vm();
+    let stderr = kill_9_with(&ctx, move || install_seccomp(&program));
+    let fb = sentinel_fallback(&ctx);
+    assert_eq!(fb["errno"], "EPERM", "{fb}");
+    assert!(fb["detail"].as_str().unwrap_or_default().contains("clone(CLONE_VM) was refused"), "{fb}");
+    assert!(stderr.contains("sentinel fallback (EPERM)"), "no -v line: {stderr}");
+}
+
+/// Issue 29.6: under an `RLIMIT_AS` that leaves no room for guardian's 8 MiB stack, the error
+/// names the stack's mmap and the limit (not "clone failed: ENOMEM"), and guardian falls back
+/// to a forked sentinel as for a refused clone.
+#[test]
+fn an_address_space_limit_too_small_for_the_stack_is_named_and_falls_back() {
+    let ctx = Ctx::new("sentinel-rlimit-as");
+    // What guardian itself maps (read from a guardian without a sentinel), plus 4 MiB: room
+    // for guardian and the provider, none for another 8 MiB stack.
+    let mut probe = ctx.guardian().arg("--no-sentinel").script(&ctx.sleep()).spawn();
+    let peak = wait_for("guardian's VmPeak", || {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", probe.pid())).ok()?;
+        status.lines().find_map(|l| l.strip_prefix("VmPeak:")?.trim().strip_suffix("kB")?.trim().parse::<u64>().ok())
+    });
+    probe.signal(libc::SIGTERM);
+    probe.wait();
+    let limit = (peak + 4096) * 1024;
+    let stderr = kill_9_with(&ctx, move || {
+        let rl = libc::rlimit { rlim_cur: limit, rlim_max: limit };
+        // SAFETY: setrlimit reads `rl`, which lives for the call.
+        if unsafe { libc::setrlimit(libc::RLIMIT_AS, &rl) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
+    });
+    let fb = sentinel_fallback(&ctx);
+    let detail = fb["detail"].as_str().unwrap_or_default();
+    assert_eq!(fb["errno"], "ENOMEM", "{fb}");
+    assert!(detail.contains("stack") && detail.contains("RLIMIT_AS"), "{fb}");
+    assert!(stderr.contains("RLIMIT_AS"), "no -v line: {stderr}");
+}
