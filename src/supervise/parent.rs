@@ -20,6 +20,12 @@ use crate::{errno, signals, sys};
 /// Interval of the bounded parent check when the parent's pidfd could not be opened.
 pub const PARENT_POLL: Duration = Duration::from_millis(250);
 
+/// What guardian does instead of a pidfd on its parent (the `fallback` event's detail; doctor
+/// names the same interval).
+pub fn poll_fallback() -> String {
+    format!("checking getppid() every {} ms for parent death", PARENT_POLL.as_millis())
+}
+
 /// How guardian (or the sentinel) notices its parent's death.
 pub enum ParentWatch {
     Pidfd(OwnedFd),
@@ -146,7 +152,7 @@ pub fn watch(events: &mut Events, me: i32, armed: Option<Armed>) -> Result<Optio
         if e.raw_os_error().is_some_and(errno::is_resource) {
             return Err(Failure::guardian(format!("pidfd_open(parent) failed: {}", errno::explain(&e))));
         }
-        events.fallback("pidfd_open", &e, "checking getppid() every 250 ms for parent death");
+        events.fallback("pidfd_open", &e, &poll_fallback());
     }
     Ok(Some(match armed.watch {
         ParentWatch::Poll { ppid, .. } => ParentWatch::Poll { ppid, next: sys::monotonic() },

@@ -457,7 +457,7 @@ fn kill_9_inside_a_pid_namespace_whose_group_is_outside_tears_the_tree_down() {
 
 /// A seccomp filter that refuses `clone` with `CLONE_VM` (EPERM) and allows everything else
 /// (a plain fork, clone3): as some container profiles, valgrind and emulators do.
-fn refuse_clone_vm() -> Vec<libc::sock_filter> {
+pub fn refuse_clone_vm() -> Vec<libc::sock_filter> {
     #[cfg(target_arch = "x86_64")]
     const AUDIT_ARCH: u32 = 0xC000_003E;
     #[cfg(target_arch = "aarch64")]
