@@ -564,3 +564,43 @@ fn an_address_space_limit_too_small_for_the_stack_is_named_and_falls_back() {
     assert!(detail.contains("stack") && detail.contains("RLIMIT_AS"), "{fb}");
     assert!(stderr.contains("RLIMIT_AS"), "no -v line: {stderr}");
 }
+
+/// Issue 29.9: the teardown a SIGKILL of the sentinel starts is guardian's ordinary one, so a
+/// descendant that left the leaf (here moved to a sibling cgroup of the delegation, which
+/// uid 65534 may do without a cgroup namespace; on pure cgroup v2 a root provider's `setns`,
+/// tests/vm) is still found as guardian's descendant and ended.
+#[test]
+fn a_killed_sentinel_ends_a_descendant_that_left_the_leaf() {
+    need_root!("delegate a cgroup to uid 65534");
+    let Some(mount) = cgroup2_mount() else {
+        skip!("no cgroup2 mount");
+    };
+    let ctx = Ctx::new("sentinel-escapee");
+    let cg = TestCgroup::new(&mount, true);
+    let start = cg.path.join("g");
+    std::fs::create_dir(&start).expect("mkdir g");
+    std::os::unix::fs::chown(start.join("cgroup.procs"), Some(65534), Some(65534)).expect("chown g");
+    let out = cg.path.join("out");
+    let s = ctx.sleep();
+    let script = format!(
+        "mkdir -p {o}; sh -c 'echo $$ > {o}/cgroup.procs && exec {s}' & {s} & touch ready; wait",
+        o = out.display()
+    );
+    let mut g = ctx
+        .guardian()
+        .privileged()
+        .args(["--grace", &format!("{GRACE_MS}ms"), "--cgroup", &cg.path.display().to_string()])
+        .wrapper(in_cgroup_as_nobody(&start))
+        .command(ctx.sh(&script))
+        .spawn();
+    wait_for("the provider's ready file", || ctx.path("ready").exists().then_some(()));
+    let escapee = wait_for("a sleep outside the leaf", || {
+        ctx.wait_sleeps(2).into_iter().map(|p| p.pid).find(|&p| cgroup_of(p).is_some_and(|c| c.ends_with("/out")))
+    });
+    g.signal(libc::SIGKILL);
+    g.wait();
+    wait_for_within("every tagged process to be gone", Duration::from_millis(GRACE_MS) + MARGIN, &mut || {
+        tagged_pids(&ctx.nonce).is_empty().then_some(())
+    });
+    assert!(!alive(escapee), "the escapee {escapee} lives on");
+}
