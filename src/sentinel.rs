@@ -209,7 +209,7 @@ pub fn split(plan: Plan, guardian: Guardian) -> ! {
     let errno = crate::errno::name(e.error().raw_os_error().unwrap_or(0)).to_string();
     let why = e.describe();
     data.fallback.push((
-        errno.clone(),
+        errno,
         format!(
             "{why}; the sentinel is a fork of guardian instead (the same guarantees; each page either process writes is copied)"
         ),
@@ -218,6 +218,8 @@ pub fn split(plan: Plan, guardian: Guardian) -> ! {
         Ok(pid) => sentinel(pid).start(host, plan, main_stack),
         Err((fork_e, mut data)) => {
             drop(sentinel);
+            // Not a forked sentinel after all: one event says what happened instead.
+            data.fallback.clear();
             let errno = crate::errno::name(fork_e.raw_os_error().unwrap_or(0)).to_string();
             data.fallback.push((
                 errno,
