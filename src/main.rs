@@ -139,6 +139,7 @@ fn start(
     events: &mut Events,
 ) -> Result<Started, Failure> {
     let me = proper.me;
+    let job_in_foreground = proper.job_in_foreground;
     proper.report(events);
     let signal_step::Setup { sigfd, original_mask, sigchld_ignored, .. } = setup;
 
@@ -199,8 +200,9 @@ fn start(
     let tty = match sys::open_controlling_terminal() {
         Ok(Some(t)) if sentinel::job_pgrp() == 0 => {
             debug!("guardian's process group is outside its PID namespace: no job control through guardian");
-            if sys::is_controlling_terminal(std::io::stdin().as_fd()) && sys::in_foreground(t.as_fd()).unwrap_or(false)
-            {
+            // Behind a sentinel guardian has left that group: it asked before it left.
+            let holds = job_in_foreground.unwrap_or_else(|| sys::in_foreground(t.as_fd()).unwrap_or(false));
+            if sys::is_controlling_terminal(std::io::stdin().as_fd()) && holds {
                 debug!("guardian's group holds the terminal: the provider gets a group of its own and the foreground");
                 handover = Some(t);
             }

@@ -146,11 +146,15 @@ pub struct Proper {
     pub parent: Option<parent::Armed>,
     /// `(errno, detail)` of a sentinel fallback (a forked sentinel, or none).
     fallback: Vec<(String, String)>,
+    /// Where the job's group (the sentinel's) lives outside guardian's PID namespace: whether
+    /// it held the terminal's foreground, asked before the split while guardian was still in
+    /// that group (a zero-length read; from its own group the answer would be "background").
+    pub job_in_foreground: Option<bool>,
 }
 
 impl Proper {
     fn alone(me: i32) -> Proper {
-        Proper { me, parent: None, fallback: Vec::new() }
+        Proper { me, parent: None, fallback: Vec::new(), job_in_foreground: None }
     }
 
     /// Emits the sentinel's fallbacks (event and `-v` line).
@@ -195,10 +199,19 @@ pub fn split(plan: Plan, guardian: Guardian) -> ! {
         }
     };
     let main_stack = sys::main_stack();
+    // Where the job's group is outside the PID namespace, whether it holds the terminal, for
+    // start-up's terminal step: asked now, while guardian is still in that group (`tcgetpgrp`
+    // cannot name an invisible group; only a read from inside it can), before either side of
+    // the split moves guardian into a group of its own.
+    let job_in_foreground = match (job, sys::open_controlling_terminal()) {
+        (0, Ok(Some(t))) => sys::in_foreground(std::os::fd::AsFd::as_fd(&t)).ok(),
+        _ => None,
+    };
     let own = sigfd.as_raw_fd();
     let sentinel = |pid| Sentinel { guardian: pid, sigfd, host_death_signal };
     let no_fallback = Vec::new();
-    let data = Start { guardian, job, sentinel_sigfd: own, sentinel: plan.me, fallback: no_fallback };
+    let data =
+        Start { guardian, job, sentinel_sigfd: own, sentinel: plan.me, fallback: no_fallback, job_in_foreground };
     let refused = match sys::clone_vm(data, guardian_main) {
         Ok(pid) => sentinel(pid).start(host, plan, main_stack),
         Err((e, data)) => (e, data),
@@ -244,12 +257,13 @@ struct Start {
     sentinel_sigfd: RawFd,
     sentinel: i32,
     fallback: Vec<(String, String)>,
+    job_in_foreground: Option<bool>,
 }
 
 /// guardian's side of the split (on its own stack, or a fork's copy): its parent watch on
 /// the sentinel, out of the host's process group, then the rest of guardian.
 fn guardian_main(start: Start) -> ! {
-    let Start { guardian, job, sentinel_sigfd, sentinel, fallback } = start;
+    let Start { guardian, job, sentinel_sigfd, sentinel, fallback, job_in_foreground } = start;
     let me = std::process::id() as i32;
     // The sentinel's duplicate of the signalfd is the sentinel's; this fd table's copy goes.
     Raw::close(sentinel_sigfd);
@@ -278,7 +292,7 @@ fn guardian_main(start: Start) -> ! {
         ))) {},
     };
     crate::test_hooks::pause_behind_sentinel();
-    match guardian(Ok(Proper { me, parent: Some(armed), fallback })) {}
+    match guardian(Ok(Proper { me, parent: Some(armed), fallback, job_in_foreground })) {}
 }
 
 /// The sentinel, once guardian runs in the memory it shares. Every call from here on is a

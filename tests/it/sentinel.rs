@@ -604,3 +604,33 @@ fn a_killed_sentinel_ends_a_descendant_that_left_the_leaf() {
     });
     assert!(!alive(escapee), "the escapee {escapee} lives on");
 }
+
+/// Issue 29.3's other side: where the process group alone is outside the PID namespace the
+/// sentinel is on, and guardian proper leaves that group for one of its own; an interactive
+/// shell under it (a `sh` that is PID 1 of the namespace starts guardian, at a terminal, with
+/// no new session) must still get a group of its own holding the terminal, as it did without a
+/// sentinel (issue 22.6). guardian proper asks whether the job holds the terminal before it
+/// leaves the job's group.
+#[test]
+fn an_interactive_shell_keeps_its_terminal_behind_a_sentinel_whose_group_is_outside() {
+    need_pid_namespace!();
+    need_program!("script", "bsdutils");
+    need_program!("setpriv", "util-linux");
+    if !std::path::Path::new("/bin/dash").exists() {
+        panic!("dash is not installed: install dash");
+    }
+    // Every process of the session carries the nonce (the inner sh's $0), so the context's
+    // drop ends them whatever happens.
+    let ctx = Ctx::new("sentinel-tty-outside");
+    let input = "echo SHELL''OUT pgid=$(ps -o pgid= -p $$) tpgid=$(ps -o tpgid= -p $$)\nexit 0\n";
+    // `; :` keeps the namespace's sh from exec'ing guardian: guardian is its child, not PID 1.
+    let shell = format!(
+        r#"unshare --pid --fork --mount-proc /bin/sh -c "\"\$@\"; :" sh-{} GUARDIAN -- dash -i; echo status=$?"#,
+        ctx.tag()
+    );
+    let text = crate::terminal::in_pty_typing(&shell, input).unwrap_or_else(|why| panic!("{why}"));
+    assert!(!text.contains("Cannot set tty process group"), "{text}");
+    assert!(text.contains("status=0"), "exit 0 is status 0: {text}");
+    let (pgid, tpgid) = crate::terminal::groups(&text, "SHELLOUT");
+    assert_eq!(pgid, tpgid, "the shell's group holds the terminal: {text}");
+}
