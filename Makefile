@@ -32,7 +32,8 @@ HOOK_TESTS = namespaces::reused_pid_is_never_signalled \
 	behaviour::pid_hopper_converges_listing_all_of_proc \
 	signals_all::a_fault_inside_guardian_still_ends_it \
 	supervise_stop::a_signal_during_start_up_is_handled_as_once_guardian_runs \
-	doctor::a_full_proc_listing_is_reported_as_a_note
+	doctor::a_full_proc_listing_is_reported_as_a_note \
+	sentinel::a_sentinel_killed_while_guardian_checks_it_still_ends_in_a_teardown
 SKIP_LOG = target/test-skips.log
 
 test:

@@ -141,7 +141,15 @@ struct Started {
 /// Start-up steps 4 to 9, up to and including the provider's start (steps 1 to 3b are
 /// [`setup_and_supervise`]'s); on failure nothing it started is left running, and the caller
 /// reports the failure as an `error` event.
-fn start(cli: &cli::Cli, me: i32, setup: signal_step::Setup, events: &mut Events) -> Result<Started, Failure> {
+fn start(
+    cli: &cli::Cli,
+    mut proper: sentinel::Proper,
+    setup: signal_step::Setup,
+    events: &mut Events,
+) -> Result<Started, Failure> {
+    let me = proper.me;
+    let job_in_foreground = proper.job_in_foreground;
+    proper.report(events);
     let signal_step::Setup { sigfd, original_mask, sigchld_ignored, .. } = setup;
 
     // 4. Subreaper before the provider exists, so every orphan of its tree comes to us.
@@ -150,11 +158,15 @@ fn start(cli: &cli::Cli, me: i32, setup: signal_step::Setup, events: &mut Events
     ))
     .map_err(|e| Failure::guardian(format!("prctl(PR_SET_CHILD_SUBREAPER) failed: {e}")))?;
 
-    // 5. Parent watch: pidfd on the parent, re-checked after opening; PR_SET_PDEATHSIG when
-    //    the parent is outside guardian's PID namespace.
+    // 5. Parent watch (`supervise::parent`): pidfd on the parent, re-checked after opening;
+    //    PR_SET_PDEATHSIG when the parent is outside guardian's PID namespace.
     //    Behind a sentinel the parent is the sentinel, watched whatever --no-parent-watch says
-    //    (the sentinel watches the host's process, or not, as that option says).
-    let parent = if cli.no_parent_watch && sentinel::pid().is_none() { None } else { watch_parent(events, me)? };
+    //    (armed at the split; the sentinel watches the host's process, or not, as that option
+    //    says).
+    let parent = match proper.parent {
+        None if cli.no_parent_watch => None,
+        armed => supervise::parent::watch(events, me, armed)?,
+    };
 
     // 6. Discovery mode: how descendants will be found at teardown. Only a /proc that is
     //    missing or another namespace's means blind; any other error (EMFILE: the fd limit)
@@ -203,8 +215,9 @@ fn start(cli: &cli::Cli, me: i32, setup: signal_step::Setup, events: &mut Events
     let tty = match sys::open_controlling_terminal() {
         Ok(Some(t)) if sentinel::job_pgrp() == 0 => {
             debug!("guardian's process group is outside its PID namespace: no job control through guardian");
-            if sys::is_controlling_terminal(std::io::stdin().as_fd()) && sys::in_foreground(t.as_fd()).unwrap_or(false)
-            {
+            // Behind a sentinel guardian has left that group: it asked before it left.
+            let holds = job_in_foreground.unwrap_or_else(|| sys::in_foreground(t.as_fd()).unwrap_or(false));
+            if sys::is_controlling_terminal(std::io::stdin().as_fd()) && holds {
                 debug!("guardian's group holds the terminal: the provider gets a group of its own and the foreground");
                 handover = Some(t);
             }
@@ -315,7 +328,7 @@ fn setup_and_supervise(cli: cli::Cli) -> Result<i32, Failure> {
         plan,
         Box::new(move |split| -> std::convert::Infallible {
             finish(match split {
-                Ok(me) => supervise(cli, me, setup, events),
+                Ok(proper) => supervise(cli, proper, setup, events),
                 Err(failure) => Err(start_failed(events, failure)),
             })
         }),
@@ -331,9 +344,15 @@ fn start_failed(mut events: Events, failure: Failure) -> Failure {
 
 /// Setup steps 3 to 9 and the supervise loop, in guardian proper (behind the sentinel, on
 /// the stack `sys::clone_vm` gave it).
-fn supervise(cli: cli::Cli, me: i32, setup: signal_step::Setup, mut events: Events) -> Result<i32, Failure> {
+fn supervise(
+    cli: cli::Cli,
+    proper: sentinel::Proper,
+    setup: signal_step::Setup,
+    mut events: Events,
+) -> Result<i32, Failure> {
+    let me = proper.me;
     let Started { sigfd, parent, discovery, proc, leaf, spawned, tty, take_terminal, pidfds } =
-        match start(&cli, me, setup, &mut events) {
+        match start(&cli, proper, setup, &mut events) {
             Ok(started) => started,
             Err(failure) => return Err(start_failed(events, failure)),
         };
@@ -387,84 +406,4 @@ fn supervise(cli: cli::Cli, me: i32, setup: signal_step::Setup, mut events: Even
     drop(cli);
     sys::release_startup_memory();
     sup.run()
-}
-
-/// Opens a pidfd on the parent and re-checks `getppid()` afterwards: if the parent died
-/// before the pidfd was opened, guardian was already reparented and must not start at all.
-fn watch_parent(events: &mut Events, me: i32) -> Result<Option<ParentWatch>, Failure> {
-    let Some(ppid) = rustix::process::getppid() else {
-        if me == 1 {
-            debug!("guardian is PID 1 of its namespace: no parent to watch");
-            return Ok(None);
-        }
-        return watch_parent_outside(events);
-    };
-    let ppid = ppid.as_raw_nonzero().get();
-    let watch = match sys::pidfd_open(ppid) {
-        Ok(fd) => ParentWatch::Pidfd(fd),
-        // Out of fds or memory: a resource guardian lacks, not an interface the kernel lacks.
-        Err(e) if e.raw_os_error().is_some_and(errno::is_resource) => {
-            return Err(Failure::guardian(format!("pidfd_open(parent) failed: {}", errno::explain(&e))));
-        }
-        Err(e) => {
-            events.fallback("pidfd_open", &e, "checking getppid() every 250 ms for parent death");
-            ParentWatch::Poll { ppid, next: sys::monotonic() }
-        }
-    };
-    let now = rustix::process::getppid().map(|p| p.as_raw_nonzero().get());
-    if now != Some(ppid) {
-        return Err(Failure::guardian(format!(
-            "the parent process ({ppid}) exited before the provider could start; nothing was started"
-        )));
-    }
-    Ok(Some(watch))
-}
-
-/// The parent lives in an ancestor PID namespace (`docker exec`, `kubectl exec`, `nsenter -p`):
-/// getppid() is 0 although guardian is not PID 1, so no pidfd can be opened on it. The kernel
-/// still knows the parent: `PR_SET_PDEATHSIG` with the highest real-time signal guardian
-/// reads from its signalfd (not one a driver forwards in practice). Its limits
-/// (docs/design.md): it fires when the parent *thread* that started guardian exits, a kill()
-/// of that number from outside the namespace (or from anywhere while the uid's queued-signal
-/// quota is exhausted, which drops the sender) is taken for parent death, and a parent that
-/// died before the prctl is noticed only when guardian's new parent is visible.
-fn watch_parent_outside(events: &mut Events) -> Result<Option<ParentWatch>, Failure> {
-    let (min, max) = signals::sigrt_range();
-    let Some(sig) = (min..=max).rev().find(|&s| !sys::is_ignored(s)) else {
-        warn!(
-            "guardian's parent is outside its PID namespace and every real-time signal was ignored when guardian started: parent death cannot be noticed"
-        );
-        events.emit(Event::Fallback {
-            what: "parent-watch".into(),
-            errno: "ESRCH".into(),
-            detail: "the parent is outside guardian's PID namespace and no real-time signal is free for PR_SET_PDEATHSIG; parent death is not noticed".into(),
-        });
-        return Ok(None);
-    };
-    let name = if sig == max { "SIGRTMAX".to_string() } else { signals::name(sig) };
-    if let Err(e) = sys::set_pdeathsig(sig) {
-        return Err(Failure::guardian(format!(
-            "guardian's parent is outside its PID namespace and prctl(PR_SET_PDEATHSIG) failed: {e}; start guardian from a process inside its PID namespace, or pass --no-parent-watch"
-        )));
-    }
-    // Already reparented (the parent died before the prctl)? Visible only when the new parent
-    // is in guardian's namespace (its init or a subreaper there).
-    if let Some(now) = rustix::process::getppid() {
-        let _ = sys::set_pdeathsig(0);
-        return Err(Failure::guardian(format!(
-            "the parent process exited before the provider could start (guardian now has parent {}); nothing was started",
-            now.as_raw_nonzero()
-        )));
-    }
-    warn!(
-        "guardian's parent is outside its PID namespace (getppid() is 0): parent death is watched with PR_SET_PDEATHSIG({name}), which fires when the parent thread that started guardian exits"
-    );
-    events.emit(Event::Fallback {
-        what: "parent-watch".into(),
-        errno: "ESRCH".into(),
-        detail: format!(
-            "the parent is outside guardian's PID namespace; watching it with PR_SET_PDEATHSIG({name}), which fires when the parent thread exits"
-        ),
-    });
-    Ok(Some(ParentWatch::Deathsig(sig)))
 }

@@ -15,7 +15,13 @@
 //! * a job-control stop of guardian (SIGTSTP, SIGTTIN, SIGTTOU) is repeated on the sentinel's
 //!   own group, so the shell sees the job stop; a stop the kernel refuses (orphaned group) is
 //!   answered with a `sigqueue`d SIGCONT, which guardian reads as "suspend refused";
-//! * its own parent's death ends it, which guardian sees as its parent's death;
+//! * guardian's request to show a job-control stop (`suspend`): guardian proper never stops
+//!   itself behind a sentinel, so a stopped job whose sentinel is SIGKILLed (`kill -9 %1`)
+//!   still has a running guardian to tear the tree down (issue 29.4);
+//! * its own parent's death (the host's) is told to guardian (a queued signal,
+//!   [`is_host_death`]), which tears the tree down as for any parent death; the sentinel
+//!   goes on until guardian ends (issue 29.10: the pid the host started never ends before
+//!   the tree, and ends with guardian's status);
 //! * it is a subreaper too: if guardian itself dies of a signal (someone looked it up and
 //!   SIGKILLed it), what was reparented to the sentinel is SIGKILLed and reaped to ECHILD;
 //!
@@ -25,29 +31,49 @@
 //! `kill_on_drop`, `Popen.kill()`, `kill -9 $!`, `killpg(SIGKILL)` of the host's group) ends
 //! only the sentinel: guardian's parent watch fires and the usual teardown runs.
 //!
-//! Not used as PID 1 (the kernel ends the namespace with it), when the parent or the process
-//! group is outside guardian's PID namespace (the host's process is outside too, so killing it
-//! does not kill guardian), and with `--no-sentinel` (`GUARDIAN_NO_SENTINEL=1`). `doctor` says which applies.
+//! guardian proper arms its parent watch on the sentinel itself (`supervise::parent::arm`: a
+//! pidfd on the sentinel's pid taken before `getppid()` confirms it), so there is no instant
+//! in which the sentinel's death could be missed (issue 29.2).
+//!
+//! Not used as PID 1 (the kernel ends the namespace with it), when the parent is outside
+//! guardian's PID namespace (the host's process is outside too; its death is watched with
+//! the parent-death signal), and with `--no-sentinel` (`GUARDIAN_NO_SENTINEL=1`). Where the
+//! process group alone is outside (`unshare -pf sh -c 'guardian … & kill -9 $!'`) the parent
+//! that can SIGKILL what it started is inside, and the sentinel is used (issue 29.3). Where
+//! `clone(CLONE_VM)` is refused (a seccomp profile, valgrind, an emulator, or an `RLIMIT_AS`
+//! too small for guardian's stack), the sentinel is a `fork` of guardian instead: the same
+//! guarantees for more memory, reported as a `fallback` event and a `-v` line; only if that
+//! fails too does guardian run without one (a second `fallback`). `doctor` says which applies.
 
 use std::convert::Infallible;
 use std::os::fd::{AsRawFd, IntoRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicI32, Ordering};
 
+use crate::events::{Event, Events};
 use crate::exit::Failure;
 use crate::signals;
 use crate::status::WaitStatus;
+use crate::supervise::parent::{self, ParentWatch};
 use crate::sys::{self, Raw};
 
-/// The sentinel's pid and process group, as guardian (its child) recorded them; 0 without.
+/// The sentinel's pid and process group, as guardian (its child) recorded them; 0 without
+/// (a group outside guardian's PID namespace is 0 too).
 static SENTINEL: AtomicI32 = AtomicI32::new(0);
 static JOB_PGRP: AtomicI32 = AtomicI32::new(0);
 
+/// `si_code` of the sentinel's word that the host's process died (any negative code may be
+/// queued; this one is guardian's own).
+const HOST_DEATH_CODE: i32 = -0x4764;
+/// `si_code` of guardian proper's request that the sentinel show a job-control stop.
+const SUSPEND_CODE: i32 = -0x4773;
+
 /// The process group of the job guardian belongs to, for terminal job control: the
-/// sentinel's (the host's) group behind a sentinel, else guardian's own.
+/// sentinel's (the host's) group behind a sentinel (0 when it is outside guardian's PID
+/// namespace), else guardian's own.
 pub fn job_pgrp() -> i32 {
-    match JOB_PGRP.load(Ordering::Relaxed) {
-        0 => sys::getpgrp(),
-        pg => pg,
+    match pid() {
+        Some(_) => JOB_PGRP.load(Ordering::Relaxed),
+        None => sys::getpgrp(),
     }
 }
 
@@ -61,8 +87,30 @@ pub fn is_refused_suspend(info: &sys::SigInfo) -> bool {
     info.signo == libc::SIGCONT && info.code == libc::SI_QUEUE && pid().is_some_and(|p| p as u32 == info.pid)
 }
 
+/// Whether `info` is the sentinel's word that the host's process (its parent) died.
+pub fn is_host_death(info: &sys::SigInfo) -> bool {
+    info.code == HOST_DEATH_CODE && pid().is_some_and(|p| p as u32 == info.pid)
+}
+
+/// Shows a job-control stop of the job (`sig`: SIGTSTP, SIGTTIN or SIGTTOU) to whoever
+/// controls it. Behind a sentinel guardian proper asks the sentinel, which stops itself (the
+/// process the shell waits on) and answers with the SIGCONT that continues it, or a queued
+/// one if the kernel would not stop it: guardian proper keeps running, so the sentinel's
+/// death while the job is stopped is still noticed. Without one guardian stops its own group
+/// (`sys::stop_own_group`). `Ok(true)`: the stop was shown, its SIGCONT comes on the
+/// signalfd; `Ok(false)`: the kernel would not stop the job.
+pub fn suspend(sig: i32) -> std::io::Result<bool> {
+    match pid() {
+        Some(s) => Raw::queue(s, sig, SUSPEND_CODE).map(|()| true).map_err(std::io::Error::from_raw_os_error),
+        None => sys::stop_own_group(sig),
+    }
+}
+
 /// Why there is no sentinel here, or `None` when there is one (also for `doctor`).
-/// `turned_off`: `--no-sentinel` (`GUARDIAN_NO_SENTINEL`).
+/// `turned_off`: `--no-sentinel` (`GUARDIAN_NO_SENTINEL`). Decided by whether the process
+/// that can SIGKILL what it started, guardian's parent, can reach guardian proper: a parent in
+/// guardian's PID namespace can; where the process group alone is outside, the parent is
+/// still inside and the sentinel is used.
 pub fn off_reason(me: i32, turned_off: bool) -> Option<&'static str> {
     if turned_off {
         return Some("turned off (--no-sentinel, GUARDIAN_NO_SENTINEL)");
@@ -70,8 +118,8 @@ pub fn off_reason(me: i32, turned_off: bool) -> Option<&'static str> {
     if me == 1 {
         return Some("guardian is PID 1: the kernel ends the namespace with it");
     }
-    if rustix::process::getppid().is_none() || sys::getpgrp() == 0 {
-        return Some("the parent or the process group is outside guardian's PID namespace");
+    if parent::parent_pid().is_none() {
+        return Some("the parent is outside guardian's PID namespace (its death is watched with PR_SET_PDEATHSIG)");
     }
     None
 }
@@ -90,9 +138,38 @@ pub struct Plan {
     pub turned_off: bool,
 }
 
-/// The rest of guardian, given its pid (or the failure to report). Boxed: what it owns
-/// stays on the heap, so neither the sentinel's frames nor guardian's new stack carry it.
-pub type Guardian = Box<dyn FnOnce(Result<i32, Failure>) -> Infallible>;
+/// What guardian proper gets from the split: its pid, the watch it armed on the sentinel,
+/// and a fallback to report once it can write events.
+pub struct Proper {
+    pub me: i32,
+    /// The parent watch armed on the sentinel (`None` without a sentinel).
+    pub parent: Option<parent::Armed>,
+    /// `(errno, detail)` of a sentinel fallback (a forked sentinel, or none).
+    fallback: Vec<(String, String)>,
+    /// Where the job's group (the sentinel's) lives outside guardian's PID namespace: whether
+    /// it held the terminal's foreground, asked before the split while guardian was still in
+    /// that group (a zero-length read; from its own group the answer would be "background").
+    pub job_in_foreground: Option<bool>,
+}
+
+impl Proper {
+    fn alone(me: i32) -> Proper {
+        Proper { me, parent: None, fallback: Vec::new(), job_in_foreground: None }
+    }
+
+    /// Emits the sentinel's fallbacks (event and `-v` line).
+    pub fn report(&mut self, events: &mut Events) {
+        for (errno, detail) in self.fallback.drain(..) {
+            crate::log::info!("sentinel fallback ({errno}): {detail}");
+            events.emit(Event::Fallback { what: "sentinel".into(), errno, detail });
+        }
+    }
+}
+
+/// The rest of guardian, given what the split left it (or the failure to report). Boxed:
+/// what it owns stays on the heap, so neither the sentinel's frames nor guardian's new stack
+/// carry it.
+pub type Guardian = Box<dyn FnOnce(Result<Proper, Failure>) -> Infallible>;
 
 /// Splits the process the host started into sentinel and guardian, unless [`off_reason`]
 /// says not to, and runs `guardian` with guardian's pid in guardian (or with the failure to
@@ -100,10 +177,12 @@ pub type Guardian = Box<dyn FnOnce(Result<i32, Failure>) -> Infallible>;
 pub fn split(plan: Plan, guardian: Guardian) -> ! {
     if let Some(why) = off_reason(plan.me, plan.turned_off) {
         crate::log::debug!("no sentinel process: {why}");
-        match guardian(Ok(plan.me)) {}
+        match guardian(Ok(Proper::alone(plan.me))) {}
     }
     let job = sys::getpgrp();
-    let host = rustix::process::getppid().map_or(0, |p| p.as_raw_nonzero().get());
+    let host = parent::parent_pid().unwrap_or(0);
+    // The message number for the host's death, read while the C library may still be called.
+    let host_death_signal = signals::sigrt_range().0;
     // Before the clone, so that an orphan of guardian's tree can never miss it.
     if let Err(e) = rustix::process::set_child_subreaper(rustix::process::Pid::from_raw(plan.me)) {
         match guardian(Err(Failure::guardian(format!(
@@ -120,22 +199,71 @@ pub fn split(plan: Plan, guardian: Guardian) -> ! {
         }
     };
     let main_stack = sys::main_stack();
+    // Where the job's group is outside the PID namespace, whether it holds the terminal, for
+    // start-up's terminal step: asked now, while guardian is still in that group (`tcgetpgrp`
+    // cannot name an invisible group; only a read from inside it can), before either side of
+    // the split moves guardian into a group of its own.
+    let job_in_foreground = match (job, sys::open_controlling_terminal()) {
+        (0, Ok(Some(t))) => sys::in_foreground(std::os::fd::AsFd::as_fd(&t)).ok(),
+        _ => None,
+    };
     let own = sigfd.as_raw_fd();
-    match sys::clone_vm((guardian, job, own, plan.me), guardian_main) {
-        Err((e, (guardian, _, _, _))) => {
-            drop(sigfd);
-            match guardian(Err(Failure::guardian(format!(
-                "clone(CLONE_VM) of guardian failed: {}",
-                crate::errno::explain(&e)
-            )))) {}
+    let sentinel = |pid| Sentinel { guardian: pid, sigfd, host_death_signal };
+    let no_fallback = Vec::new();
+    let data =
+        Start { guardian, job, sentinel_sigfd: own, sentinel: plan.me, fallback: no_fallback, job_in_foreground };
+    let refused = match sys::clone_vm(data, guardian_main) {
+        Ok(pid) => sentinel(pid).start(host, plan, main_stack),
+        Err((e, data)) => (e, data),
+    };
+    // clone(CLONE_VM) refused, or the stack could not be mapped: a forked sentinel keeps every
+    // promise the shared one does, for more memory.
+    let (e, mut data) = refused;
+    let errno = crate::errno::name(e.error().raw_os_error().unwrap_or(0)).to_string();
+    let why = e.describe();
+    data.fallback.push((
+        errno,
+        format!(
+            "{why}; the sentinel is a fork of guardian instead (the same guarantees; each page either process writes is copied)"
+        ),
+    ));
+    match sys::fork_guardian(data, guardian_main) {
+        Ok(pid) => sentinel(pid).start(host, plan, main_stack),
+        Err((fork_e, mut data)) => {
+            drop(sentinel);
+            // Not a forked sentinel after all: one event says what happened instead.
+            data.fallback.clear();
+            let errno = crate::errno::name(fork_e.raw_os_error().unwrap_or(0)).to_string();
+            data.fallback.push((
+                errno,
+                format!(
+                    "{why}, and fork() failed too ({}): no sentinel; a SIGKILL of the process the host started leaves the tree running",
+                    crate::errno::explain(&fork_e)
+                ),
+            ));
+            let mut proper = Proper::alone(plan.me);
+            proper.fallback = data.fallback;
+            match (data.guardian)(Ok(proper)) {}
         }
-        Ok(pid) => Sentinel { guardian: pid, sigfd }.start(host, plan, main_stack),
     }
 }
 
-/// guardian's side of the clone, on its own stack: out of the host's process group, then
-/// the rest of guardian.
-fn guardian_main((guardian, job, sentinel_sigfd, sentinel): (Guardian, i32, RawFd, i32)) -> ! {
+/// What guardian proper's first function gets from the split.
+struct Start {
+    guardian: Guardian,
+    /// The host's process group (the job), 0 when outside guardian's PID namespace.
+    job: i32,
+    /// The sentinel's duplicate of the signalfd (the sentinel's; guardian closes its copy).
+    sentinel_sigfd: RawFd,
+    sentinel: i32,
+    fallback: Vec<(String, String)>,
+    job_in_foreground: Option<bool>,
+}
+
+/// guardian's side of the split (on its own stack, or a fork's copy): its parent watch on
+/// the sentinel, out of the host's process group, then the rest of guardian.
+fn guardian_main(start: Start) -> ! {
+    let Start { guardian, job, sentinel_sigfd, sentinel, fallback, job_in_foreground } = start;
     let me = std::process::id() as i32;
     // The sentinel's duplicate of the signalfd is the sentinel's; this fd table's copy goes.
     Raw::close(sentinel_sigfd);
@@ -153,56 +281,18 @@ fn guardian_main((guardian, job, sentinel_sigfd, sentinel): (Guardian, i32, RawF
     }));
     SENTINEL.store(sentinel, Ordering::Relaxed);
     JOB_PGRP.store(job, Ordering::Relaxed);
-    // A sentinel killed between the clone and here has already handed guardian to another
-    // reaper: the parent watch would then watch that reaper. Nothing has started yet, so
-    // guardian stops (its parent's death before the provider exists).
-    if rustix::process::getppid().map(|p| p.as_raw_nonzero().get()) != Some(sentinel) {
-        match guardian(Err(Failure::guardian(
+    // The watch on the sentinel, armed on its pid before getppid() confirms it: a sentinel
+    // killed from here on is noticed by that pidfd, whatever reaper guardian has by then. One
+    // killed before (guardian already handed to another reaper) stops guardian here, before
+    // the provider exists.
+    let armed = match parent::arm(sentinel) {
+        Ok(armed) => armed,
+        Err(_) => match guardian(Err(Failure::guardian(
             "guardian's sentinel (the process that was started) died before the provider was started; nothing was started",
-        ))) {}
-    }
-    match guardian(Ok(me)) {}
-}
-
-/// How the sentinel notices its own parent's death.
-enum ParentWatch {
-    None,
-    Pidfd(OwnedFd),
-    /// `getppid()` every 250 ms (pidfd_open refused); the parent's pid.
-    Poll(i32),
-}
-
-fn parent_pid() -> Option<i32> {
-    rustix::process::getppid().map(|p| p.as_raw_nonzero().get())
-}
-
-impl ParentWatch {
-    fn new(host: i32) -> ParentWatch {
-        let watch = match rustix::process::Pid::from_raw(host)
-            .map(|p| rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty()))
-        {
-            Some(Ok(fd)) => ParentWatch::Pidfd(fd),
-            _ => ParentWatch::Poll(host),
-        };
-        // Gone already (between guardian's start and here)? Then the sentinel ends at once.
-        if parent_pid() != Some(host) {
-            parent_died();
-        }
-        watch
-    }
-
-    fn gone(&self) -> bool {
-        match self {
-            ParentWatch::None | ParentWatch::Pidfd(_) => false,
-            ParentWatch::Poll(host) => parent_pid() != Some(*host),
-        }
-    }
-}
-
-/// The host died: the sentinel ends, and guardian's parent watch turns that into the
-/// teardown (nobody is left to read the sentinel's status).
-fn parent_died() -> ! {
-    Raw::exit(crate::exit::GUARDIAN)
+        ))) {},
+    };
+    crate::test_hooks::pause_behind_sentinel();
+    match guardian(Ok(Proper { me, parent: Some(armed), fallback, job_in_foreground })) {}
 }
 
 /// The sentinel, once guardian runs in the memory it shares. Every call from here on is a
@@ -212,6 +302,15 @@ fn parent_died() -> ! {
 struct Sentinel {
     guardian: i32,
     sigfd: OwnedFd,
+    /// The signal that carries [`HOST_DEATH_CODE`] (the lowest real-time one).
+    host_death_signal: i32,
+}
+
+/// One signal the sentinel read: number, `si_code`, sender.
+struct Received {
+    signo: i32,
+    code: i32,
+    pid: u32,
 }
 
 impl Sentinel {
@@ -224,16 +323,33 @@ impl Sentinel {
             Raw::close(fd);
         }
         Raw::close(plan.sigfd);
-        let parent = if plan.watch_parent { ParentWatch::new(host) } else { ParentWatch::None };
-        self.run(parent, main_stack)
+        // Gone already (between guardian's start and here)? Then guardian is told at once.
+        let (parent, host_dead) = match plan.watch_parent.then(|| parent::arm(host)) {
+            None => (None, false),
+            Some(Ok(armed)) => (Some(armed.watch), false),
+            Some(Err(_)) => (None, true),
+        };
+        self.run(parent, host_dead, main_stack)
     }
 
-    /// Forward signals, mirror job-control stops, watch the parent, and end as guardian ends.
-    fn run(self, parent: ParentWatch, main_stack: sys::MainStack) -> ! {
+    /// Forward signals, show job-control stops, watch the parent (and tell guardian of its
+    /// death), and end as guardian ends.
+    fn run(self, mut parent: Option<ParentWatch>, mut host_dead: bool, main_stack: sys::MainStack) -> ! {
         use rustix::event::{PollFd, PollFlags, poll};
-        let timeout = matches!(parent, ParentWatch::Poll(_))
-            .then_some(rustix::event::Timespec { tv_sec: 0, tv_nsec: 250_000_000 });
+        const POLL: rustix::event::Timespec =
+            rustix::event::Timespec { tv_sec: 0, tv_nsec: parent::PARENT_POLL.as_nanos() as i64 };
+        // A refused message (the uid's queued-signal quota) is sent again after this.
+        const RETRY: rustix::event::Timespec = rustix::event::Timespec { tv_sec: 0, tv_nsec: 20_000_000 };
         loop {
+            if host_dead && self.tell_host_death() {
+                host_dead = false;
+                parent = None;
+            }
+            let timeout = match &parent {
+                _ if host_dead => Some(&RETRY),
+                Some(ParentWatch::Poll { .. }) => Some(&POLL),
+                _ => None,
+            };
             // The stack pages below this frame go back before each wait, as in guardian: the
             // ones start-up dirtied, and any the previous round's calls did (where the page
             // boundary falls depends on the stack's random start, so a deeper call can
@@ -241,21 +357,27 @@ impl Sentinel {
             // is a signal or guardian's change, rare.
             sys::release_dead_stack(main_stack);
             let parent_ready = match &parent {
-                ParentWatch::Pidfd(fd) => {
+                Some(ParentWatch::Pidfd(fd)) => {
                     let mut fds = [PollFd::new(&self.sigfd, PollFlags::IN), PollFd::new(fd, PollFlags::IN)];
-                    let _ = poll(&mut fds, timeout.as_ref());
+                    let _ = poll(&mut fds, timeout);
                     !fds[1].revents().is_empty()
                 }
                 _ => {
                     let mut fds = [PollFd::new(&self.sigfd, PollFlags::IN)];
-                    let _ = poll(&mut fds, timeout.as_ref());
+                    let _ = poll(&mut fds, timeout);
                     false
                 }
             };
-            if parent_ready || parent.gone() {
-                parent_died();
+            if parent_ready || parent.as_ref().is_some_and(ParentWatch::gone) {
+                // No second report: the watch goes once guardian has been told.
+                host_dead = true;
             }
-            while let Some(signo) = self.read_signal() {
+            while let Some(got) = self.read_signal() {
+                if got.code == SUSPEND_CODE && got.pid == self.guardian as u32 {
+                    self.mirror_stop(got.signo);
+                    continue;
+                }
+                let signo = got.signo;
                 if signo != libc::SIGCHLD && signals::is_forwarded(signo) {
                     let _ = Raw::kill(self.guardian, signo);
                 }
@@ -267,12 +389,25 @@ impl Sentinel {
         }
     }
 
+    /// The host's process died: guardian hears it as its parent's death (a queued signal
+    /// with [`HOST_DEATH_CODE`]) and tears the tree down; the sentinel stays until guardian
+    /// ends, and ends as it ended. False if the message could not be queued yet.
+    fn tell_host_death(&self) -> bool {
+        Raw::queue(self.guardian, self.host_death_signal, HOST_DEATH_CODE).is_ok()
+    }
+
     /// One signal from the signalfd, into a buffer on the stack (`signalfd_siginfo`, 128
-    /// bytes; `ssi_signo` first).
-    fn read_signal(&self) -> Option<i32> {
+    /// bytes: `ssi_signo`, `ssi_errno`, `ssi_code`, `ssi_pid` first).
+    fn read_signal(&self) -> Option<Received> {
         let mut buf = [0u8; 128];
-        match rustix::io::read(&self.sigfd, &mut buf) {
-            Ok(128) => Some(u32::from_ne_bytes([buf[0], buf[1], buf[2], buf[3]]) as i32),
+        let n = rustix::io::read(&self.sigfd, &mut buf);
+        let word = |i: usize| [buf[i], buf[i + 1], buf[i + 2], buf[i + 3]];
+        match n {
+            Ok(128) => Some(Received {
+                signo: i32::from_ne_bytes(word(0)),
+                code: i32::from_ne_bytes(word(8)),
+                pid: u32::from_ne_bytes(word(12)),
+            }),
             _ => None,
         }
     }
@@ -300,10 +435,11 @@ impl Sentinel {
         }
     }
 
-    /// guardian stopped itself for job control: the shell waits on the sentinel, so the
-    /// sentinel stops its group the same way (`sys::stop_own_group`, in raw calls). Continued
-    /// (fg, bg), it reads the SIGCONT from its signalfd and forwards it; if the kernel would
-    /// not stop it, guardian hears a queued SIGCONT.
+    /// guardian asked to show a job-control stop ([`suspend`]; or it was stopped by one): the
+    /// shell waits on the sentinel, so the sentinel stops its group the same way
+    /// (`sys::stop_own_group`, in raw calls). Continued (fg, bg), it reads the SIGCONT from
+    /// its signalfd and forwards it; if the kernel would not stop it, guardian hears a queued
+    /// SIGCONT.
     fn mirror_stop(&self, sig: i32) {
         let stopped = Raw::kill(0, sig)
             .and_then(|()| Raw::mask_one(libc::SIG_UNBLOCK, sig))

@@ -4,8 +4,9 @@
 //! reads no such variable. `make test` runs the suite against the shipped configuration first,
 //! then only the tests that need these hooks against a `test-hooks` build. The hooks: a pause
 //! between a `/proc` scan and its signals (PID-reuse test), a forced full `/proc` listing, a
-//! real fault right after start-up's signal step (`GUARDIAN_TEST_FAULT`), and a pause just
-//! before it (`GUARDIAN_TEST_START_PAUSE_FILE`).
+//! real fault right after start-up's signal step (`GUARDIAN_TEST_FAULT`), a pause just
+//! before it (`GUARDIAN_TEST_START_PAUSE_FILE`), and a pause in guardian proper right after it
+//! checked that its parent is the sentinel (`GUARDIAN_TEST_SENTINEL_PAUSE_FILE`).
 
 #[cfg(feature = "test-hooks")]
 pub use hooks::*;
@@ -44,7 +45,19 @@ mod hooks {
     /// and waits until the file is removed, just before start-up's signal step (so a test can
     /// send a signal inside guardian's start-up deterministically).
     pub fn pause_before_signal_setup() {
-        let Some(path) = std::env::var_os("GUARDIAN_TEST_START_PAUSE_FILE") else {
+        hold("GUARDIAN_TEST_START_PAUSE_FILE");
+    }
+
+    /// When `GUARDIAN_TEST_SENTINEL_PAUSE_FILE` names an existing file: the same, in guardian
+    /// proper just after it checked that its parent is the sentinel and before its parent
+    /// watch is used (so a test can SIGKILL the sentinel inside that window).
+    pub fn pause_behind_sentinel() {
+        hold("GUARDIAN_TEST_SENTINEL_PAUSE_FILE");
+    }
+
+    /// Creates `FILE.reached` and waits until `FILE` (named by `var`) is removed.
+    fn hold(var: &str) {
+        let Some(path) = std::env::var_os(var) else {
             return;
         };
         let path = std::path::PathBuf::from(path);
@@ -114,4 +127,7 @@ mod stubs {
 
     #[inline(always)]
     pub fn pause_before_signal_setup() {}
+
+    #[inline(always)]
+    pub fn pause_behind_sentinel() {}
 }

@@ -26,7 +26,8 @@ use crate::cgroup::mount::{Mount, parse_proc_cgroup, read_all_mounts};
 use crate::cgroup::{Hierarchy, Parent, Request};
 use crate::sys;
 
-use probes::{ChildProbes, ParentWatch, Probe};
+use crate::supervise::parent::{self, Choice};
+use probes::{ChildProbes, Probe, Watch};
 use report::Report;
 
 /// Runs every check; prints the report; returns the exit status.
@@ -50,8 +51,10 @@ pub(super) struct Facts {
     signalfd: Probe,
     child: ChildProbes,
     /// How guardian would watch its parent, and the probe of it.
-    watch: ParentWatch,
+    watch: Watch,
     parent_watch: Probe,
+    /// `clone(CLONE_VM)` as guardian's split makes it (the sentinel).
+    clone_vm: Probe,
     cgroup: CgroupFacts,
     proc: ProcFacts,
 }
@@ -73,8 +76,10 @@ impl Facts {
         // Last: with the parent outside the namespace this sets PR_SET_PDEATHSIG for a moment,
         // when no probe child is left.
         let (watch, parent_watch) = probes::parent_watch(me);
+        let clone_vm =
+            if me == 1 { Probe::untested("PID 1 of its namespace: no sentinel") } else { probes::clone_vm() };
         let euid = rustix::process::geteuid().as_raw();
-        Facts { kernel, me, euid, subreaper, signalfd, child, watch, parent_watch, cgroup, proc }
+        Facts { kernel, me, euid, subreaper, signalfd, child, watch, parent_watch, clone_vm, cgroup, proc }
     }
 }
 
@@ -96,8 +101,9 @@ fn judge(request: Option<&OsStr>, facts: Facts, no_sentinel: bool) -> Report<'_>
     let mut problems = Vec::new();
     let mut notes: Vec<String> = Vec::new();
     let mode = mode_for(request, facts.me, &facts.cgroup, &mut problems);
-    judge_interfaces(&facts, &mut problems, &mut notes);
-    judge_sentinel(facts.me, no_sentinel, &mut problems, &mut notes);
+    // A refused subreaper or signalfd: guardian exits 125, doctor 2.
+    let mode = if judge_interfaces(&facts, &mut problems, &mut notes) { None } else { mode };
+    judge_sentinel(facts.me, no_sentinel, &facts.clone_vm, &mut problems, &mut notes);
     let mode = startup_checks(&facts, mode, &mut problems, &mut notes);
     judge_proc(&facts, &mut problems, &mut notes);
     judge_cgroup(&facts.cgroup, mode, request, &mut problems, &mut notes);
@@ -107,9 +113,14 @@ fn judge(request: Option<&OsStr>, facts: Facts, no_sentinel: bool) -> Report<'_>
 /// The sentinel (issue 24): whether a SIGKILL of the process the host starts still tears the
 /// tree down. Off by choice is a problem (that SIGKILL would leave the tree running); off
 /// because guardian would be PID 1 or its parent is outside its namespace is a note.
-fn judge_sentinel(me: i32, turned_off: bool, problems: &mut Vec<Problem>, notes: &mut Vec<String>) {
+fn judge_sentinel(me: i32, turned_off: bool, clone: &Probe, problems: &mut Vec<Problem>, notes: &mut Vec<String>) {
     let fix = "drop --no-sentinel (and unset GUARDIAN_NO_SENTINEL)";
     match crate::sentinel::off_reason(me, turned_off) {
+        // What `sentinel::split` does when `sys::clone_vm` fails: a forked sentinel.
+        None if clone.ok == Some(false) => notes.push(format!(
+            "sentinel: on, as a fork: {}; guardian would start the sentinel with fork() instead (a `fallback` event and a -v line say so): the same guarantees, but each page either process writes is copied",
+            clone.detail
+        )),
         None => notes.push(
             "sentinel: on; the process the host starts stays as a small parent of guardian, so its SIGKILL (kill_on_drop, Popen.kill(), kill -9) still tears the tree down".into(),
         ),
@@ -122,9 +133,11 @@ fn judge_sentinel(me: i32, turned_off: bool, problems: &mut Vec<Problem>, notes:
     }
 }
 
-/// The process interfaces: subreaper, signalfd, the pidfd calls, clone3, waitid.
-fn judge_interfaces(f: &Facts, problems: &mut Vec<Problem>, notes: &mut Vec<String>) {
+/// The process interfaces: subreaper, signalfd, the pidfd calls, clone3, waitid. True when
+/// guardian would refuse to start (exit 125).
+fn judge_interfaces(f: &Facts, problems: &mut Vec<Problem>, notes: &mut Vec<String>) -> bool {
     let child = &f.child;
+    let refuses = !f.subreaper.holds() || !f.signalfd.holds();
     if !f.subreaper.holds() {
         problems.push(Problem::new(
             "subreaper",
@@ -142,7 +155,11 @@ fn judge_interfaces(f: &Facts, problems: &mut Vec<Problem>, notes: &mut Vec<Stri
     if !child.pidfd_open.holds() {
         problems.push(Problem::new(
             "pidfd_open",
-            format!("pidfd_open is refused ({}): the parent watch polls getppid() every 250 ms and descendants are signalled by pid after a /proc check", child.pidfd_open.detail),
+            format!(
+                "pidfd_open is refused ({}): the parent watch polls getppid() every {} ms, and teardown can signal only guardian's own unreaped children (by pid, which cannot be reused before guardian reaps it): {WITHOUT_PIDFDS}",
+                child.pidfd_open.detail,
+                parent::PARENT_POLL.as_millis()
+            ),
             "use Linux 5.3 or later, and allow pidfd_open in the seccomp profile (e.g. Docker 20.10+ / libseccomp 2.4.2+)",
         ));
     }
@@ -150,7 +167,7 @@ fn judge_interfaces(f: &Facts, problems: &mut Vec<Problem>, notes: &mut Vec<Stri
         problems.push(Problem::new(
             "pidfd_send_signal",
             format!(
-                "pidfd_send_signal is refused ({}): descendants would be signalled by pid",
+                "pidfd_send_signal is refused ({}): teardown can signal only guardian's own unreaped children (by pid): {WITHOUT_PIDFDS}",
                 child.pidfd_send_signal.detail
             ),
             "use Linux 5.1 or later, and allow pidfd_send_signal in the seccomp profile",
@@ -168,7 +185,13 @@ fn judge_interfaces(f: &Facts, problems: &mut Vec<Problem>, notes: &mut Vec<Stri
             child.waitid_pidfd.detail
         ));
     }
+    refuses
 }
+
+/// What teardown does without usable pidfds (`teardown::exec`: "Without pidfds only direct
+/// children ... can be signalled safely"; `pidref`): said in doctor's own words.
+const WITHOUT_PIDFDS: &str =
+    "the tree is peeled from the top, each layer signalled once its parent died and it was reparented to guardian";
 
 fn mode_for(request: Option<&OsStr>, me: i32, cg: &CgroupFacts, problems: &mut Vec<Problem>) -> Option<&'static str> {
     let plain = if me == 1 { "pid1" } else { "subreaper" };
@@ -209,41 +232,10 @@ fn startup_checks(
     problems: &mut Vec<Problem>,
     notes: &mut Vec<String>,
 ) -> Option<&'static str> {
-    const OUTSIDE: &str = "the parent is outside guardian's PID namespace (getppid() is 0, as under docker/podman/kubectl exec or nsenter -p)";
-    const FIX: &str = "start guardian from a process inside its PID namespace, or run it as the namespace's PID 1";
-    match &f.watch {
-        ParentWatch::Pid1 | ParentWatch::Pidfd => {}
-        // Without pidfd_open at all, the pidfd_open problem says so already.
-        ParentWatch::Poll if !f.child.pidfd_open.holds() => {}
-        ParentWatch::Poll => problems.push(Problem::new(
-            "parent-watch",
-            format!(
-                "a pidfd on the parent cannot be opened ({}): parent death is noticed by checking getppid() every 250 ms (a `fallback` event says so)",
-                f.parent_watch.detail
-            ),
-            "allow pidfd_open on the parent (a seccomp or LSM policy refuses it)",
-        )),
-        ParentWatch::Deathsig(sig) => problems.push(Problem::new(
-            "parent-watch",
-            format!(
-                "{OUTSIDE}: parent death is watched with PR_SET_PDEATHSIG({sig}) instead of a pidfd (a `fallback` event says so); it fires \
-                 when the parent *thread* that started guardian exits, and a {sig} sent from outside the namespace counts as parent death"
-            ),
-            FIX,
-        )),
-        ParentWatch::Unwatched => problems.push(Problem::new(
-            "parent-watch",
-            format!("{OUTSIDE} and every real-time signal is ignored, so none is free for PR_SET_PDEATHSIG: parent death is not noticed (a `fallback` event says so)"),
-            format!("{FIX}, or leave a real-time signal at its default disposition"),
-        )),
-        ParentWatch::Refused => {
-            problems.push(Problem::new(
-                "parent-watch",
-                format!("{OUTSIDE} and PR_SET_PDEATHSIG is refused ({}): guardian would refuse to start (exit 125)", f.parent_watch.detail),
-                format!("{FIX}, or pass --no-parent-watch"),
-            ));
-            mode = None;
-        }
+    let (problem, refuses) = judge_parent_watch(f.watch, &f.parent_watch.detail, f.child.pidfd_open.holds());
+    problems.extend(problem);
+    if refuses {
+        mode = None;
     }
     let (me, own_proc) = (f.me, f.proc.own_namespace);
     if let Some(e) = &f.proc.error {
@@ -270,6 +262,59 @@ fn startup_checks(
         "mount a /proc of this PID namespace (e.g. unshare --mount-proc), use --cgroup, or run guardian as PID 1 of the namespace",
     ));
     None
+}
+
+/// doctor's verdict on guardian's parent watch (`supervise::parent::choose`'s choice, and
+/// whether it took effect): the problem to report, and whether guardian would refuse to start.
+/// `detail`: the probe's; `pidfd_open`: whether pidfd_open works at all (its own problem
+/// then says so).
+fn judge_parent_watch(watch: Watch, detail: &str, pidfd_open: bool) -> (Option<Problem>, bool) {
+    const OUTSIDE: &str = "the parent is outside guardian's PID namespace (getppid() is 0, as under docker/podman/kubectl exec or nsenter -p)";
+    const FIX: &str = "start guardian from a process inside its PID namespace, or run it as the namespace's PID 1";
+    let problem = match (watch.choice, watch.works) {
+        (Choice::Pid1, _) | (Choice::Pid(_), true) => None,
+        // Without pidfd_open at all, the pidfd_open problem says so already.
+        (Choice::Pid(_), false) if !pidfd_open => None,
+        (Choice::Pid(_), false) => Some(Problem::new(
+            "parent-watch",
+            format!(
+                "a pidfd on the parent cannot be opened ({detail}): parent death is noticed by checking getppid() every {} ms (a `fallback` event says so)",
+                parent::PARENT_POLL.as_millis()
+            ),
+            "allow pidfd_open on the parent (a seccomp or LSM policy refuses it)",
+        )),
+        (Choice::Deathsig(sig), true) => {
+            let sig = parent::signal_name(sig);
+            Some(Problem::new(
+                "parent-watch",
+                format!(
+                    "{OUTSIDE}: parent death is watched with PR_SET_PDEATHSIG({sig}) instead of a pidfd (a `fallback` event says so); it fires \
+                     when the parent *thread* that started guardian exits, and a {sig} sent from outside the namespace counts as parent death"
+                ),
+                FIX,
+            ))
+        }
+        (Choice::Unwatched, _) => Some(Problem::new(
+            "parent-watch",
+            format!(
+                "{OUTSIDE} and every real-time signal is ignored, so none is free for PR_SET_PDEATHSIG: parent death is not noticed (a `fallback` event says so)"
+            ),
+            format!("{FIX}, or leave a real-time signal at its default disposition"),
+        )),
+        (Choice::Deathsig(_), false) => {
+            return (
+                Some(Problem::new(
+                    "parent-watch",
+                    format!(
+                        "{OUTSIDE} and PR_SET_PDEATHSIG is refused ({detail}): guardian would refuse to start (exit 125)"
+                    ),
+                    format!("{FIX}, or pass --no-parent-watch"),
+                )),
+                true,
+            );
+        }
+    };
+    (problem, false)
 }
 
 /// The `/proc` mount (its `children` files are probed on the probe child).
@@ -496,5 +541,60 @@ fn judge_cgroup(
                     .into(),
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// doctor's verdict on the parent watch for every choice guardian's own decision
+    /// (`parent::choose`) can make, each working or refused: it names the mechanism
+    /// `parent::watch` then uses, and says "exit 125" exactly where guardian refuses to start.
+    #[test]
+    fn the_parent_watch_verdict_agrees_with_guardians_decision_in_every_mode() {
+        let (min, max) = crate::signals::sigrt_range();
+        let cases = [
+            (1, None, None),
+            (7, Some(3), None),
+            (7, None, None),
+            (7, None, Some(max)),
+            (7, None, Some(-1)), // every real-time signal ignored
+        ];
+        for (me, ppid, ignored) in cases {
+            let choice =
+                parent::choose(me, ppid, |s| ignored == Some(s) || (ignored == Some(-1) && (min..=max).contains(&s)));
+            for works in [true, false] {
+                let (problem, refuses) = judge_parent_watch(Watch { choice, works }, "probe detail", true);
+                let text = problem.as_ref().map(|p| p.problem.clone()).unwrap_or_default();
+                let what = format!("{choice:?} works={works}: {text:?}");
+                match (choice, works) {
+                    (Choice::Pid1, _) | (Choice::Pid(_), true) => assert!(problem.is_none(), "{what}"),
+                    (Choice::Pid(_), false) => {
+                        // The interval guardian's fallback event names.
+                        let interval = parent::poll_fallback();
+                        let ms = interval.split_whitespace().find(|w| w.parse::<u64>().is_ok()).unwrap_or("?");
+                        assert!(text.contains(&format!("every {ms} ms")), "{what}");
+                    }
+                    (Choice::Deathsig(sig), true) => {
+                        assert!(text.contains(&format!("PR_SET_PDEATHSIG({})", parent::signal_name(sig))), "{what}")
+                    }
+                    (Choice::Deathsig(_), false) => assert!(refuses && text.contains("exit 125"), "{what}"),
+                    (Choice::Unwatched, _) => assert!(text.contains("not noticed"), "{what}"),
+                }
+                assert_eq!(refuses, text.contains("exit 125"), "{what}");
+            }
+        }
+        assert_eq!(parent::choose(7, None, |_| false), Choice::Deathsig(max));
+    }
+
+    /// The pidfd problems say what teardown does without pidfds (`teardown`, `pidref`): only
+    /// guardian's own unreaped children are signalled; never "descendants by pid".
+    #[test]
+    fn the_pidfd_messages_name_the_path_teardown_takes() {
+        let teardown = include_str!("../teardown/exec.rs");
+        assert!(teardown.contains("Without pidfds only direct children"), "teardown's rule changed: update doctor");
+        assert!(include_str!("../pidref.rs").contains("may only name an unreaped direct child"));
+        assert!(WITHOUT_PIDFDS.contains("peeled from the top"));
     }
 }

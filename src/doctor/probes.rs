@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 use crate::cgroup::mount::parse_proc_cgroup;
 use crate::cgroup::{Hierarchy, Parent};
 use crate::proctree::Proc;
+use crate::supervise::parent::{self, Choice};
 use crate::sys;
 
 /// Outcome of one probe: `ok` is `None` when it could not be tried.
@@ -363,49 +364,60 @@ fn cgroup_namespace(pid: i32) -> Probe {
     }
 }
 
-/// How guardian would watch its parent (start-up step 5).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum ParentWatch {
-    /// PID 1 of its namespace: there is no parent to watch.
-    Pid1,
-    /// A pidfd on the parent.
-    Pidfd,
-    /// `pidfd_open` on the parent failed: `getppid()` every 250 ms.
-    Poll,
-    /// The parent is outside guardian's PID namespace: `PR_SET_PDEATHSIG` with this signal.
-    Deathsig(String),
-    /// Outside, and every real-time signal is ignored: parent death is not noticed.
-    Unwatched,
-    /// Outside, and `PR_SET_PDEATHSIG` failed: guardian would refuse to start.
-    Refused,
+/// How guardian would watch its parent (start-up step 5): the choice guardian itself makes
+/// (`supervise::parent::choose`, not a copy of it), and whether it took effect here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Watch {
+    pub choice: Choice,
+    /// The pidfd opened, or `PR_SET_PDEATHSIG` took effect.
+    pub works: bool,
 }
 
 /// Tries guardian's parent watch for real: `pidfd_open` on the parent, or where the parent is
 /// outside the PID namespace, `PR_SET_PDEATHSIG` with the signal guardian would pick (set,
 /// then cleared at once). The probe holds when the preferred path, a pidfd, works.
-pub(super) fn parent_watch(me: i32) -> (ParentWatch, Probe) {
-    if me == 1 {
-        return (ParentWatch::Pid1, Probe::untested("PID 1 of its namespace: no parent to watch"));
-    }
-    if let Some(ppid) = rustix::process::getppid() {
-        let ppid = ppid.as_raw_nonzero().get();
-        return match sys::pidfd_open(ppid) {
-            Ok(_fd) => (ParentWatch::Pidfd, Probe::pass(format!("pidfd_open({ppid}) on the parent"))),
-            Err(e) => (ParentWatch::Poll, Probe::call_failed(&e, format!("pidfd_open({ppid}) on the parent"))),
-        };
-    }
+pub(super) fn parent_watch(me: i32) -> (Watch, Probe) {
+    let choice = parent::choice_here(me);
+    let watch = |works| Watch { choice, works };
     let outside = "the parent is outside this PID namespace (getppid() is 0)";
-    let (min, max) = crate::signals::sigrt_range();
-    let Some(sig) = (min..=max).rev().find(|&s| !sys::is_ignored(s)) else {
-        return (ParentWatch::Unwatched, Probe::fell_short(format!("{outside} and every real-time signal is ignored")));
-    };
-    let name = if sig == max { "SIGRTMAX".to_string() } else { crate::signals::name(sig) };
-    match sys::set_pdeathsig(sig) {
-        Ok(()) => {
-            let _ = sys::set_pdeathsig(0);
-            let probe = Probe::fell_short(format!("{outside}: PR_SET_PDEATHSIG({name}) took effect (and was cleared)"));
-            (ParentWatch::Deathsig(name), probe)
+    match choice {
+        Choice::Pid1 => (watch(true), Probe::untested("PID 1 of its namespace: no parent to watch")),
+        Choice::Pid(ppid) => match sys::pidfd_open(ppid) {
+            Ok(_fd) => (watch(true), Probe::pass(format!("pidfd_open({ppid}) on the parent"))),
+            Err(e) => (watch(false), Probe::call_failed(&e, format!("pidfd_open({ppid}) on the parent"))),
+        },
+        Choice::Unwatched => {
+            (watch(false), Probe::fell_short(format!("{outside} and every real-time signal is ignored")))
         }
-        Err(e) => (ParentWatch::Refused, Probe::call_failed(&e, format!("{outside}: prctl(PR_SET_PDEATHSIG, {name})"))),
+        Choice::Deathsig(sig) => {
+            let name = parent::signal_name(sig);
+            match sys::set_pdeathsig(sig) {
+                Ok(()) => {
+                    let _ = sys::set_pdeathsig(0);
+                    let probe =
+                        Probe::fell_short(format!("{outside}: PR_SET_PDEATHSIG({name}) took effect (and was cleared)"));
+                    (watch(true), probe)
+                }
+                Err(e) => (watch(false), Probe::call_failed(&e, format!("{outside}: prctl(PR_SET_PDEATHSIG, {name})"))),
+            }
+        }
+    }
+}
+
+/// guardian's split for real (`sys::clone_vm`, the function guardian calls): a child that
+/// shares doctor's memory on a freshly mapped 8 MiB stack, and exits at once.
+pub(super) fn clone_vm() -> Probe {
+    fn child((): ()) -> ! {
+        sys::Raw::exit(0)
+    }
+    match sys::clone_vm((), child) {
+        Ok(pid) => {
+            let _ =
+                rustix::process::waitpid(rustix::process::Pid::from_raw(pid), rustix::process::WaitOptions::empty());
+            Probe::pass(
+                "clone(CLONE_VM) started a child on its own stack, as guardian starts itself behind the sentinel",
+            )
+        }
+        Err((e, ())) => Probe::refused(e.error().raw_os_error().unwrap_or(0), e.describe()),
     }
 }

@@ -54,6 +54,7 @@ impl Report<'_> {
             ("pidfd_get_info", &f.child.pidfd_get_info),
             ("pidfd_fdinfo", &f.child.pidfd_fdinfo),
             ("parent_watch", &f.parent_watch),
+            ("clone_vm", &f.clone_vm),
             ("cgroup_namespace", &f.cgroup.namespace_probe),
         ]
     }
@@ -122,6 +123,7 @@ impl Report<'_> {
             ("PIDFD_GET_INFO", &f.child.pidfd_get_info),
             ("pidfd fdinfo", &f.child.pidfd_fdinfo),
             ("parent watch", &f.parent_watch),
+            ("clone CLONE_VM", &f.clone_vm),
         ] {
             line(format!("{name:<19} {} {}", mark(p), p.detail));
         }

@@ -10,7 +10,7 @@
 //! (`abandon`). Neither exits the process: `run` returns guardian's status to `main`.
 
 mod end;
-mod parent;
+pub mod parent;
 pub mod state;
 mod terminal;
 
@@ -308,7 +308,7 @@ impl Supervisor {
                 crate::log::debug!("stopping guardian's process group with {} (job control)", signals::name(sig));
                 // Everything said so far reaches the reader before the shell sees the stop.
                 self.events.flush();
-                match sys::stop_own_group(sig) {
+                match crate::sentinel::suspend(sig) {
                     Ok(true) => {} // continued: the SIGCONT waits on the signalfd
                     Ok(false) => {
                         crate::log::debug!("the kernel did not stop guardian (orphaned group or ignored signal)");

@@ -46,7 +46,7 @@ pub use process::{
     CLONE_NEWCGROUP, Child, ExecPlan, Start, set_pdeathsig, spawn_child, spawn_parked_child, unset_env,
     vars_with_prefix,
 };
-pub use sentinel::{Raw, clone_vm, dup_cloexec};
+pub use sentinel::{Raw, clone_vm, dup_cloexec, fork_guardian};
 pub use signal::{
     Disposition, SigInfo, SigSet, die_of_signal, disposition, is_ignored, read_signalfd, set_default_disposition,
     set_sigmask, signalfd, stop_own_group,

@@ -75,9 +75,9 @@ struct Start<T> {
 ///
 /// The caller, from here on, shares memory with the new process and may only make the
 /// calls of [`Raw`] (see the module's hazards).
-pub fn clone_vm<T>(data: T, main: fn(T) -> !) -> Result<i32, (io::Error, T)> {
+pub fn clone_vm<T>(data: T, main: fn(T) -> !) -> Result<i32, (CloneError, T)> {
     if let Err(e) = super::process::single_threaded() {
-        return Err((e, data));
+        return Err((CloneError::Threads(e), data));
     }
     // SAFETY: a fresh private anonymous mapping; nothing else refers to it.
     let base = unsafe {
@@ -91,13 +91,13 @@ pub fn clone_vm<T>(data: T, main: fn(T) -> !) -> Result<i32, (io::Error, T)> {
         )
     };
     if base == libc::MAP_FAILED {
-        return Err((io::Error::last_os_error(), data));
+        return Err((CloneError::Stack(io::Error::last_os_error()), data));
     }
     // SAFETY: the lowest page of the mapping made just above becomes the guard page.
     if let Err(e) = cvt(unsafe { libc::mprotect(base, PAGE, libc::PROT_NONE) }) {
         // SAFETY: unmaps exactly the mapping made above, which nothing refers to.
         unsafe { libc::munmap(base, STACK + PAGE) };
-        return Err((e, data));
+        return Err((CloneError::Stack(e), data));
     }
     let lo = base as usize + PAGE;
     let top = lo + STACK;
@@ -124,9 +124,66 @@ pub fn clone_vm<T>(data: T, main: fn(T) -> !) -> Result<i32, (io::Error, T)> {
         let Start { data, .. } = unsafe { start.read() };
         // SAFETY: as above.
         unsafe { libc::munmap(base, STACK + PAGE) };
-        return Err((e, data));
+        return Err((CloneError::Clone(e), data));
     }
     Ok(pid)
+}
+
+/// Why [`clone_vm`] could not start guardian, step by step, so that the error names the real
+/// cause (issue 29.6: an `RLIMIT_AS` too small for the stack is not a refused clone).
+#[derive(Debug)]
+pub enum CloneError {
+    /// This process has more than one thread.
+    Threads(io::Error),
+    /// The mmap (or mprotect) of guardian's stack failed.
+    Stack(io::Error),
+    /// `clone(CLONE_VM)` itself failed (a seccomp profile, valgrind, an emulator).
+    Clone(io::Error),
+}
+
+impl CloneError {
+    pub fn error(&self) -> &io::Error {
+        match self {
+            CloneError::Threads(e) | CloneError::Stack(e) | CloneError::Clone(e) => e,
+        }
+    }
+
+    /// One phrase naming the step that failed, its errno, and for the stack the limit that
+    /// refused it.
+    pub fn describe(&self) -> String {
+        let why = crate::errno::explain(self.error());
+        match self {
+            CloneError::Threads(_) => format!("guardian could not check that it runs one thread: {why}"),
+            CloneError::Stack(_) => {
+                let limit = match rustix::process::getrlimit(rustix::process::Resource::As).current {
+                    Some(n) => format!(" under RLIMIT_AS {} KiB (ulimit -v)", n / 1024),
+                    None => String::new(),
+                };
+                format!("the mmap of guardian's {} MiB stack failed{limit}: {why}", STACK >> 20)
+            }
+            CloneError::Clone(_) => format!("clone(CLONE_VM) was refused: {why}"),
+        }
+    }
+}
+
+/// The fallback when [`clone_vm`] cannot start guardian: a plain `fork()`. The child runs
+/// `main(data)` on its copy of this stack; the parent (the sentinel) forgets its copy of
+/// `data` (it belongs to guardian; dropping it would run guardian's destructors twice).
+/// Every page either process writes afterwards is copied: more memory, the same guarantees.
+pub fn fork_guardian<T>(data: T, main: fn(T) -> !) -> Result<i32, (io::Error, T)> {
+    if let Err(e) = super::process::single_threaded() {
+        return Err((e, data));
+    }
+    // SAFETY: this process is single-threaded (checked above), so the child may go on with
+    // everything it inherited; the C library's fork updates its own state in the child.
+    match unsafe { libc::fork() } {
+        -1 => Err((io::Error::last_os_error(), data)),
+        0 => main(data),
+        pid => {
+            std::mem::forget(data);
+            Ok(pid)
+        }
+    }
 }
 
 /// guardian's first function on its new stack: takes the record [`clone_vm`] left there and
@@ -198,10 +255,17 @@ impl Raw {
     /// `rt_sigqueueinfo(pid, sig, {SI_QUEUE, own pid and uid})`: like `kill`, but the
     /// receiver reads `si_code == SI_QUEUE` (what `sigqueue` sends).
     pub fn queue_signal(pid: i32, sig: i32) -> Result<(), i32> {
+        Raw::queue(pid, sig, libc::SI_QUEUE)
+    }
+
+    /// `rt_sigqueueinfo(pid, sig, {code, own pid and uid})`: a message between the sentinel
+    /// and guardian proper, told apart by its `si_code` (negative: the kernel lets a process
+    /// send those) and its sender's pid.
+    pub fn queue(pid: i32, sig: i32, code: i32) -> Result<(), i32> {
         // siginfo_t: si_signo, si_errno, si_code, padding, then si_pid and si_uid (128 bytes).
         let mut info = [0i32; 32];
         info[0] = sig;
-        info[2] = libc::SI_QUEUE;
+        info[2] = code;
         info[4] = rustix::process::getpid().as_raw_nonzero().get();
         info[5] = rustix::process::getuid().as_raw() as i32;
         // SAFETY: `info` is a live 128-byte siginfo_t the kernel reads.

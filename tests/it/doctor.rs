@@ -128,7 +128,9 @@ fn doctor_denied(deny: &[Deny], env: &[(&str, &str)]) -> Value {
     let r: Value = serde_json::from_str(text.trim())
         .unwrap_or_else(|e| panic!("doctor --json printed invalid JSON ({e}): {text}; stderr: {}", f.stderr));
     let degraded = !problems_of(&r).is_empty();
-    assert_eq!(f.code, Some(i32::from(degraded)), "status vs degraded: {r:#}; stderr: {}", f.stderr);
+    // 2 where guardian would refuse to start (no mode), else 1 when degraded.
+    let want = if r["mode"].is_null() { 2 } else { i32::from(degraded) };
+    assert_eq!(f.code, Some(want), "status vs mode and degraded: {r:#}; stderr: {}", f.stderr);
     r
 }
 
@@ -362,4 +364,40 @@ fn a_closed_stdout_is_not_a_crash() {
         let status = child.wait().expect("wait for doctor");
         assert!(matches!(status.code(), Some(0 | 1)), "{args:?}: {status:?}");
     }
+}
+
+/// Issue 29.6: doctor exits 2 exactly where guardian would exit 125. A refused subreaper
+/// (prctl) or signalfd: guardian refuses to start, and doctor says so with 2, not 1.
+#[test]
+fn doctor_exits_2_where_guardian_exits_125() {
+    for nr in [libc::SYS_prctl, libc::SYS_signalfd4] {
+        let r = doctor_denied(&[(nr, libc::EPERM)], &[]);
+        assert!(r["mode"].is_null(), "syscall {nr}: guardian would refuse to start: {r:#}");
+        let ctx = Ctx::new("doctor-vs-guardian");
+        let mut g = ctx.guardian().no_events().deny(nr, libc::EPERM).command(ctx.sh("touch ran")).spawn();
+        assert_eq!(g.wait_code(), 125, "syscall {nr}: {}", g.stderr());
+        assert!(!ctx.path("ran").exists());
+    }
+}
+
+/// Issue 29.5: doctor probes the sentinel's `clone(CLONE_VM)` for real, and under a filter that
+/// refuses it says what guardian does: a forked sentinel, every guarantee kept (a note).
+#[test]
+fn a_refused_clone_vm_is_probed_and_the_forked_sentinel_named() {
+    use std::os::unix::process::CommandExt;
+    let ctx = Ctx::new("doctor-clone-vm");
+    let program = crate::sentinel::refuse_clone_vm();
+    let mut cmd = ctx.subcommand(&["doctor", "--json"]);
+    cmd.env_remove("GUARDIAN_NO_SENTINEL");
+    // SAFETY: prctl calls only, on memory prepared before the fork.
+    unsafe { cmd.pre_exec(move || install_seccomp(&program)) };
+    let out = ctx.run_env_tagged(&mut cmd);
+    let r = json_of(&out);
+    assert_status_matches(&out, &r);
+    let c = check(&r, "clone_vm");
+    assert_eq!((c["ok"].as_bool(), c["errno"].as_str()), (Some(false), Some("EPERM")), "{r:#}");
+    assert!(notes_of(&r).iter().any(|n| n.starts_with("sentinel: on, as a fork")), "{r:#}");
+    // Without the filter the probe holds.
+    let out = doctor(&["--json"]);
+    assert_eq!(check(&json_of(&out), "clone_vm")["ok"], Value::Bool(true), "{:#}", json_of(&out));
 }

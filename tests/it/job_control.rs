@@ -102,13 +102,17 @@ impl DerefMut for Session {
 impl Session {
     /// `None` (with the reason printed) when python3 or bash cannot be run.
     fn start(name: &str) -> Option<Session> {
+        // JOBCTL_SESSION_ROOT=1 keeps the session root, for `JOBCTL_WRAPPER="sudo -n"`.
+        Session::start_as(name, is_root() && std::env::var_os("JOBCTL_SESSION_ROOT").is_none())
+    }
+
+    /// As [`Session::start`], as `nobody` when `drop_privs`.
+    fn start_as(name: &str, drop_privs: bool) -> Option<Session> {
         let ctx = Ctx::new(name);
         let python = need_program_for(name, "python3", &["/usr/bin/python3", "/usr/local/bin/python3"], "python3")?;
         let program = ctx.path("job_control_program.py");
         fs::write(&program, PROGRAM).expect("write the program");
         fs::set_permissions(&program, fs::Permissions::from_mode(0o644)).expect("chmod the program");
-        // JOBCTL_SESSION_ROOT=1 keeps the session root, for `JOBCTL_WRAPPER="sudo -n"`.
-        let drop_privs = is_root() && std::env::var_os("JOBCTL_SESSION_ROOT").is_none();
         let (wrapper, events) = wrapper();
         let events = events.then(|| ctx.path("events.jsonl"));
         let pty = Pty::bash(ctx, name, PROMPT, &[("PYTHONDONTWRITEBYTECODE", "1")], drop_privs)?;
@@ -201,6 +205,21 @@ impl Session {
             assert!(ppid > 1 && pid != bash, "the provider {provider} does not descend from bash {bash}");
             if ppid == bash {
                 assert_ne!(pid, provider, "the program's parent should be the wrapper, not bash");
+                return pid;
+            }
+            pid = ppid;
+        }
+    }
+
+    /// The child of `ancestor` that `pid` descends from: the wrapper under a `sh -c` (the
+    /// process the shell's job waits on; behind guardian's sentinel, the sentinel, while
+    /// guardian proper below it need not stop at all).
+    fn child_towards(&self, ancestor: i32, pid: i32) -> i32 {
+        let mut pid = pid;
+        loop {
+            let (_, ppid, _) = stat(pid).unwrap_or_else(|| panic!("pid {pid} (below {ancestor}) is gone"));
+            assert!(ppid > 1, "{pid} does not descend from {ancestor}");
+            if ppid == ancestor {
                 return pid;
             }
             pid = ppid;
@@ -490,10 +509,9 @@ fn ctrl_z_under_sh_c_stops_the_whole_job_and_fg_resumes_it() {
     let ready = s.expect_line("JC-READY");
     assert_eq!(field(&ready, "fg"), 1, "the program starts with the terminal: {ready:?}");
     let provider = field(&ready, "pid");
-    let (_, guardian, _) = stat(provider).expect("the program's stat");
     let sh = s.suspend(provider, CTRL_Z);
-    assert_ne!(sh, guardian, "the job's process is the sh above the wrapper");
-    s.wait_state(guardian, b'T', "the wrapper stopped with its job");
+    let wrapper = s.child_towards(sh, provider);
+    s.wait_state(wrapper, b'T', "the wrapper stopped with its job");
     s.type_line("fg");
     s.expect_line("JC-CONT");
     s.ping_in_the_foreground("after fg the program's group holds the terminal");
@@ -511,13 +529,13 @@ fn ctrl_z_under_sh_c_then_bg_runs_without_the_terminal() {
     let cmd = s.command("cooked", false);
     s.type_line(&format!(r#"sh -c '{cmd}; echo "JC""-DONE=$?"'"#));
     let provider = field(&s.expect_line("JC-READY"), "pid");
-    let (_, guardian, _) = stat(provider).expect("the program's stat");
     let sh = s.suspend(provider, CTRL_Z);
+    let wrapper = s.child_towards(sh, provider);
     s.type_line("bg");
     let cont = s.expect_line("JC-CONT");
     assert_eq!(field(&cont, "fg"), 0, "after bg the program runs without the terminal: {cont:?}");
     s.wait_state(provider, b'T', "the program stopped by its background read (SIGTTIN)");
-    s.wait_state(guardian, b'T', "the wrapper stopped with it");
+    s.wait_state(wrapper, b'T', "the wrapper stopped with it");
     s.wait_state(sh, b'T', "the sh above the wrapper stopped with it");
     s.wait_job_stopped();
     let bash = s.bash_pid();
@@ -604,4 +622,58 @@ fn stdin_from_a_pipe_fg_leaves_the_terminal_with_the_wrappers_group() {
     s.wait_gone(wrapper, "the wrapper after ^C");
     assert_eq!(s.status(), 130, "^C ends the job with 128+SIGINT");
     s.wait_only_bash_left("after ^C");
+}
+
+/// Issue 29.4: bash as PID 1 of a PID namespace (as in `docker run -it IMAGE bash`), `^Z`,
+/// then `kill -9 %1`: the SIGKILL reaches the job's process group, the sentinel's. The kernel
+/// sends no SIGCONT to what it leaves behind (the new parent is in the same session), so
+/// guardian proper must not be stopped itself: it notices its parent's death and the whole tree
+/// is torn down.
+#[test]
+fn a_stopped_job_whose_sentinel_is_killed_is_still_torn_down() {
+    if !is_root() {
+        harness::skipped(
+            "job_control::a_stopped_job_whose_sentinel_is_killed_is_still_torn_down",
+            "needs root to create a PID namespace",
+        );
+        return;
+    }
+    if let Some(why) = harness::pid_namespace_refused() {
+        panic!("a PID namespace cannot be created here: {why}");
+    }
+    let Some(mut s) = Session::start_as("jobctl-pid1-kill9", false) else { return };
+    let bash = s.ctx.path(&format!("bash-{}", s.ctx.tag()));
+    s.type_line(&format!(
+        "exec unshare --pid --fork --mount-proc {} --norc --noprofile --noediting -i",
+        bash.display()
+    ));
+    s.shell_answers();
+    s.type_line(r#"echo "JC""-PID=$$""#);
+    assert_eq!(s.expect_line("JC-PID="), "JC-PID=1", "bash is PID 1 of its namespace");
+    let cmd = s.command("cooked", false);
+    s.type_line(&cmd);
+    s.expect_line("JC-READY");
+    s.send(CTRL_Z);
+    s.expect("Stopped");
+    s.shell_answers();
+    s.type_line("kill -9 %1");
+    s.shell_answers();
+    let program = s.program.display().to_string();
+    let guardian = harness::guardian_bin().display().to_string();
+    wait_for("the stopped job's guardian and program to be gone", || {
+        let left: Vec<i32> = tagged_pids(&s.ctx.nonce)
+            .into_iter()
+            .filter(|&p| {
+                let c = harness::cmdline(p).unwrap_or_default();
+                let c = String::from_utf8_lossy(&c);
+                c.contains(&program) || c.contains(&guardian)
+            })
+            .collect();
+        left.is_empty().then_some(())
+    });
+    let events = s.events();
+    assert!(
+        events.iter().any(|e| e["event"] == "stopping" && e["reason"] == "parent-died"),
+        "guardian did not see its sentinel die: {events:#?}"
+    );
 }

@@ -46,7 +46,7 @@ macro_rules! pty_run {
 }
 
 /// "tag pgid=A tpgid=B" from the provider's own view of its group and the terminal's.
-fn groups(text: &str, tag: &str) -> (i64, i64) {
+pub(crate) fn groups(text: &str, tag: &str) -> (i64, i64) {
     let line = text.lines().find(|l| l.contains(tag)).unwrap_or_else(|| panic!("no '{tag}' line in: {text}"));
     let field = |k: &str| -> i64 {
         let v = line.split(k).nth(1).unwrap_or_else(|| panic!("no {k} in {line}"));
@@ -133,7 +133,7 @@ fn provider_shares_the_terminal_when_guardians_group_is_outside_its_namespace() 
 
 /// `shell` (with job control, `set -m`) inside `script`, with `input` typed at the terminal;
 /// stdin stays open until the shell is done (`script` ends its session at EOF on stdin).
-fn in_pty_typing(shell: &str, input: &str) -> Result<String, String> {
+pub(crate) fn in_pty_typing(shell: &str, input: &str) -> Result<String, String> {
     use std::io::{Read, Write};
     let guardian = guardian_bin().display().to_string();
     let setpriv = if is_root() { format!("{} ", SETPRIV_NOBODY.join(" ")) } else { String::new() };

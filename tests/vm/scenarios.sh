@@ -134,6 +134,17 @@ expect privileged_escape_still_killed '[ $rc = 0 ]' "exit $rc: $(cat $W/esc.out)
 expect privileged_escape_still_killed 'grep -qx "moved=/" $W/esc.out' "the privileged escape did not happen: $(cat $W/esc.out)"
 expect privileged_escape_still_killed 'nothing_left' "the escapee lives on: $(tagged)"
 done_ privileged_escape_still_killed
+# The same escape, then a SIGKILL of the sentinel (the pid the host started, issue 29.9): the
+# teardown that death starts is guardian's ordinary one, so the escapee, a descendant, ends too.
+rm -f $W/esc3.ready
+$G --events-fd 3 --grace 1s --cgroup $D -- sh -c "nsenter --cgroup=/proc/1/ns/cgroup sh -c 'echo \$\$ > $CG/cgroup.procs && echo moved=\$(sed -n s/^0:://p /proc/self/cgroup) && exec sleep 1000.$N' & touch $W/esc3.ready; exec sleep 1000.$N" 3>$W/esc3.ev > $W/esc3.out 2>&1 &
+gp=$!
+wait_until 10 "[ -e $W/esc3.ready ] && grep -q moved= $W/esc3.out"
+kill -9 $gp; wait $gp; rc=$?
+expect sentinel_kill_escape_still_killed '[ $rc = 137 ]' "exit $rc: $(cat $W/esc3.out)"
+expect sentinel_kill_escape_still_killed 'grep -qx "moved=/" $W/esc3.out' "the privileged escape did not happen: $(cat $W/esc3.out)"
+expect sentinel_kill_escape_still_killed 'nothing_left' "the escapee lives on after the sentinel's SIGKILL: $(tagged) $(cat $W/esc3.ev)"
+done_ sentinel_kill_escape_still_killed
 # The contract's remedy: without CAP_SYS_ADMIN (dropped from the bounding set) the setns is
 # refused and the leaf holds.
 $G --cgroup $D -- setpriv --bounding-set -sys_admin --inh-caps -sys_admin -- sh -c "nsenter --cgroup=/proc/1/ns/cgroup true && echo outcome=escaped || echo outcome=refused; echo \$\$ > $CG/cgroup.procs 2>/dev/null && echo moved || echo stayed" > $W/esc2.out 2>&1
