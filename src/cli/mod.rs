@@ -38,6 +38,9 @@ pub struct Cli {
     pub sub: Option<Sub>,
     pub grace: Duration,
     pub stop_signal: crate::signals::StopSignal,
+    /// `--kill-signal`: receiving it is a kill request (checked against the stop signal by
+    /// `signals::check_kill_signal`).
+    pub kill_signal: Option<i32>,
     pub forward_to: ForwardTo,
     pub events_fd: Option<i32>,
     pub events_file: Option<OsString>,
@@ -72,6 +75,7 @@ impl Default for Cli {
             sub: None,
             grace: Duration::from_secs(1),
             stop_signal: crate::signals::StopSignal::TERM,
+            kill_signal: None,
             forward_to: ForwardTo::Provider,
             events_fd: None,
             events_file: None,
@@ -97,6 +101,7 @@ impl Cli {
         match (o, v) {
             (Opt::Grace, Value::Duration(d)) => self.grace = d,
             (Opt::StopSignal, Value::Signal(s)) => self.stop_signal = s,
+            (Opt::KillSignal, Value::Signal(s)) => self.kill_signal = Some(s.get()),
             (Opt::ForwardTo, Value::Word(w)) => {
                 self.forward_to = if w == "group" { ForwardTo::Group } else { ForwardTo::Provider };
             }

@@ -198,12 +198,24 @@ impl Raw {
     /// `rt_sigqueueinfo(pid, sig, {SI_QUEUE, own pid and uid})`: like `kill`, but the
     /// receiver reads `si_code == SI_QUEUE` (what `sigqueue` sends).
     pub fn queue_signal(pid: i32, sig: i32) -> Result<(), i32> {
-        // siginfo_t: si_signo, si_errno, si_code, padding, then si_pid and si_uid (128 bytes).
+        let me = rustix::process::getpid().as_raw_nonzero().get();
+        Raw::queue_as(pid, sig, me, rustix::process::getuid().as_raw(), 0)
+    }
+
+    /// `rt_sigqueueinfo(pid, sig, {SI_QUEUE, sender, uid, value})`: the signal as another
+    /// process sent it (the kernel lets any `SI_QUEUE` sender name the pid and uid it
+    /// reports; the permission check is the caller's own), with `value` in `si_int`. How the
+    /// sentinel passes a signal on with its original sender (`signals::forward_value`).
+    pub fn queue_as(pid: i32, sig: i32, sender: i32, uid: u32, value: i32) -> Result<(), i32> {
+        // siginfo_t: si_signo, si_errno, si_code, padding, then si_pid, si_uid and the
+        // 8-byte si_value (si_int its first half on little-endian x86_64 and aarch64); 128
+        // bytes in all.
         let mut info = [0i32; 32];
         info[0] = sig;
         info[2] = libc::SI_QUEUE;
-        info[4] = rustix::process::getpid().as_raw_nonzero().get();
-        info[5] = rustix::process::getuid().as_raw() as i32;
+        info[4] = sender;
+        info[5] = uid as i32;
+        info[6] = value;
         // SAFETY: `info` is a live 128-byte siginfo_t the kernel reads.
         ok(unsafe { syscall4(libc::SYS_rt_sigqueueinfo, pid as usize, sig as usize, info.as_ptr() as usize, 0) })
             .map(drop)
