@@ -275,7 +275,7 @@ fn setup_and_supervise(cli: cli::Cli) -> Result<exit::Ending, Failure> {
     //    (`sys::start`); keep the caller's mask for the provider and read the handled ones
     //    from a signalfd (`signal_step::setup`).
     test_hooks::pause_before_signal_setup();
-    let setup = match signal_step::setup(cli.stop_signal) {
+    let setup = match signal_step::setup(cli.stop_signal, cli.kill_signal) {
         Ok(setup) => setup,
         Err(e) => return Err(start_failed(events, Failure::guardian(e))),
     };

@@ -178,17 +178,22 @@ fn a_second_request_after_the_window_still_kills_at_once() {
 
 /// `--kill-signal` (here `GUARDIAN_KILL_SIGNAL=RTMAX`, as the drivers start guardian): that
 /// signal, to the pid the host started (the sentinel forwards it) or to a guardian without a
-/// sentinel, SIGKILLs the provider and its tree at once: the provider hears no SIGTERM,
+/// sentinel, also when the caller ignored it, SIGKILLs the provider and its tree at once: the
+/// provider hears no SIGTERM,
 /// guardian dies of SIGKILL as the provider did, nothing is left, and the variable is not in
 /// the provider's environment (a nested guardian does not inherit it).
 #[test]
 fn the_kill_signal_kills_the_whole_tree_at_once_without_a_stop_signal() {
     let rtmax = libc::SIGRTMAX();
-    for no_sentinel in [false, true] {
+    // Also when the caller ignored the kill signal: it is handled all the same, as SIGTERM is.
+    let ignoring = format!("trap '' {rtmax}; exec \"$@\"");
+    for (no_sentinel, ignored) in [(false, false), (true, false), (false, true)] {
         let ctx = Ctx::new("kill-signal");
         let extra: &[&str] = if no_sentinel { &["--no-sentinel"] } else { &[] };
+        let wrapper: &[&str] = if ignored { &["bash", "-c", &ignoring, "ignoring"] } else { &[] };
         let mut g = ctx
             .guardian()
+            .wrapper(wrapper.iter().copied())
             .env("GUARDIAN_KILL_SIGNAL", "RTMAX")
             .args(["--grace", "60s"])
             .args(extra.iter().copied())
