@@ -29,7 +29,7 @@ _guardian() {
 
     case "${cmd}" in
         guardian)
-            opts="-g -s -t -w -v -q -V -h --grace --stop-signal --forward-to --events-fd --events-file --timeout --wait-descendants --no-parent-watch --no-sentinel --cgroup --memory-max --pids-max --cpu-max --verbose --quiet --version --help sweep doctor"
+            opts="-g -s -t -w -v -q -V -h --grace --stop-signal --kill-signal --forward-to --events-fd --events-file --timeout --wait-descendants --no-parent-watch --no-sentinel --cgroup --memory-max --pids-max --cpu-max --verbose --quiet --version --help sweep doctor"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -48,6 +48,10 @@ _guardian() {
                     return 0
                     ;;
                 -s)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --kill-signal)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

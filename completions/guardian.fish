@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_guardian_global_optspecs
-    string join \n g/grace= s/stop-signal= forward-to= events-fd= events-file= t/timeout= w/wait-descendants no-parent-watch no-sentinel cgroup= memory-max= pids-max= cpu-max= v/verbose q/quiet V/version h/help
+    string join \n g/grace= s/stop-signal= kill-signal= forward-to= events-fd= events-file= t/timeout= w/wait-descendants no-parent-watch no-sentinel cgroup= memory-max= pids-max= cpu-max= v/verbose q/quiet V/version h/help
 end
 
 function __fish_guardian_needs_command
@@ -26,6 +26,7 @@ end
 
 complete -c guardian -n "__fish_guardian_needs_command" -s g -l grace -d 'Time between the stop signal and SIGKILL (e.g. 0, 500ms, 10s, 1.5s, 1m; bare number = seconds)' -r
 complete -c guardian -n "__fish_guardian_needs_command" -s s -l stop-signal -d 'Signal sent to the tree to stop it (name or number: TERM, INT, HUP, 15, RTMIN+2); receiving it is a stop request, like SIGTERM. Not KILL (use --grace 0), STOP, CONT, CHLD, TSTP, TTIN or TTOU' -r
+complete -c guardian -n "__fish_guardian_needs_command" -l kill-signal -d 'Receiving this signal is a kill request: SIGKILL to COMMAND and its whole tree at once, no stop signal, no grace; guardian ends as COMMAND did (killed by SIGKILL). No default; the drivers use RTMAX. Not TERM or the stop signal, nor KILL, STOP, CONT, CHLD, TSTP, TTIN or TTOU' -r
 complete -c guardian -n "__fish_guardian_needs_command" -l forward-to -d 'Where signals guardian receives are forwarded: provider (the provider process only, through its pidfd) or group (the provider\'s process group, safe while the unreaped provider pins the pgid)' -r -f -a "provider\t''
 group\t''"
 complete -c guardian -n "__fish_guardian_needs_command" -l events-fd -d 'Write JSON Lines events to this inherited file descriptor (never passed on to COMMAND)' -r

@@ -38,9 +38,10 @@ fn rust_files(dir: &Path, out: &mut Vec<String>) {
     }
 }
 
-/// A test module belongs to the row of the module it sits in.
+/// A test module (or a file of a `tests/` folder of test modules) belongs to the row of the
+/// module it sits in.
 fn is_test_module(path: &str) -> bool {
-    path.ends_with("/tests.rs") || path.ends_with("_test.rs")
+    path.ends_with("/tests.rs") || path.ends_with("_test.rs") || path.contains("/tests/")
 }
 
 /// The code spans of the first column of design.md's module map.

@@ -114,7 +114,9 @@ impl Events {
             if self.buf.is_empty() {
                 return;
             }
-            match out.write(&self.buf) {
+            // Whole lines, at most PIPE_BUF bytes per write on a pipe: atomic, never torn by
+            // another writer of the same pipe (`Writer::write_lines`).
+            match out.write_lines(&self.buf) {
                 // The writer changed how it writes (RWF_NOWAIT refused): what it reports goes
                 // ahead of the line it did not write, then that line is written again.
                 Ok(0) if out.has_fallbacks() => {}

@@ -22,8 +22,6 @@
 //! it logs why and exits 128+N. The `released` event's `status` stays 128+N; a timeout stays
 //! 124.
 
-use std::sync::atomic::{AtomicI32, Ordering};
-
 use crate::status::WaitStatus;
 
 /// `--timeout` fired (as coreutils `timeout`).
@@ -37,25 +35,54 @@ pub const NOT_FOUND: i32 = 127;
 /// Added to the number of the signal that killed the provider.
 const SIGNAL_BASE: i32 = 128;
 
-/// The signal that killed the provider, once [`for_provider`] has computed guardian's status
-/// from it (0: none). Written once, when the tree is released; read by [`end`], the exit path,
-/// so that the supervise loop keeps speaking in statuses.
-static PROVIDER_SIGNAL: AtomicI32 = AtomicI32::new(0);
+/// How the supervision ended, as the supervisor decided it: the value the exit path reads
+/// (no global carries it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// The provider exited with this code.
+    Exited(i32),
+    /// Signal N killed the provider: guardian dies of N too ([`end`]), status 128+N.
+    Died(i32),
+    /// `--timeout` fired: 124, whatever the provider said.
+    TimedOut,
+    /// Processes remained after SIGKILL that guardian could not reach: 125.
+    Abandoned,
+}
 
-/// guardian's exit status once the tree is gone: 124 after a timeout, else the provider's
-/// code or 128+N when signal N killed it (125 for a status that is neither, which the kernel
-/// does not report for a reaped child). Remembers N for [`end`].
-pub fn for_provider(status: WaitStatus, timed_out: bool) -> i32 {
-    if timed_out {
-        return TIMEOUT;
-    }
-    match (status.exit_code(), status.signal()) {
-        (Some(c), _) => c,
-        (None, Some(s)) => {
-            PROVIDER_SIGNAL.store(s, Ordering::Relaxed);
-            SIGNAL_BASE + s
+impl Outcome {
+    /// The outcome once the tree is gone: a timeout, else the provider's (a status that is
+    /// neither an exit nor a death, which the kernel does not report for a reaped child, is
+    /// guardian's own failure).
+    pub fn of(status: WaitStatus, timed_out: bool) -> Outcome {
+        if timed_out {
+            return Outcome::TimedOut;
         }
-        (None, None) => GUARDIAN,
+        match (status.exit_code(), status.signal()) {
+            (Some(c), _) => Outcome::Exited(c),
+            (None, Some(s)) => Outcome::Died(s),
+            (None, None) => Outcome::Exited(GUARDIAN),
+        }
+    }
+
+    /// guardian's exit status (the `released` event's `status`): the provider's code, 128+N,
+    /// 124 or 125.
+    pub fn status(self) -> i32 {
+        match self {
+            Outcome::Exited(c) => c,
+            Outcome::Died(s) => SIGNAL_BASE + s,
+            Outcome::TimedOut => TIMEOUT,
+            Outcome::Abandoned => GUARDIAN,
+        }
+    }
+
+    /// How guardian ends for this outcome: a provider killed by signal N is a death by N,
+    /// except for PID 1 (the kernel ignores a signal PID 1 has no handler for); anything else
+    /// is an exit with [`Outcome::status`].
+    pub fn ending(self, pid1: bool) -> Ending {
+        match self {
+            Outcome::Died(s) if !pid1 => Ending::Signal(s),
+            other => Ending::Exit(other.status()),
+        }
     }
 }
 
@@ -66,24 +93,9 @@ pub enum Ending {
     Signal(i32),
 }
 
-/// The decision [`end`] carries out: a status of 128+N that came from the provider's death by
-/// signal N (`provider_signal`) is a death by N, except for PID 1; anything else is an exit.
-pub fn ending(status: i32, provider_signal: i32, pid1: bool) -> Ending {
-    if provider_signal > 0 && status == SIGNAL_BASE + provider_signal && !pid1 {
-        Ending::Signal(provider_signal)
-    } else {
-        Ending::Exit(status)
-    }
-}
-
-/// guardian's one way out, called by `main` with its final status: exits with it, or, when it
-/// is the 128+N of a provider killed by signal N, dies of N (see the module header).
-pub fn end(status: i32) -> ! {
-    let pid1 = std::process::id() == 1;
-    finish(ending(status, PROVIDER_SIGNAL.load(Ordering::Relaxed), pid1))
-}
-
-fn finish(end: Ending) -> ! {
+/// guardian's one way out, called by `main` with its ending: exits with a status, or dies of
+/// the signal that killed the provider (see the module header and [`Outcome::ending`]).
+pub fn end(end: Ending) -> ! {
     crate::log::finish();
     match end {
         Ending::Exit(code) => std::process::exit(code),
@@ -133,26 +145,31 @@ mod tests {
         WaitStatus(code << 8)
     }
 
+    fn status_of(status: WaitStatus, timed_out: bool) -> i32 {
+        Outcome::of(status, timed_out).status()
+    }
+
     #[test]
     fn provider_statuses() {
-        assert_eq!(for_provider(exited(0), false), 0);
-        assert_eq!(for_provider(exited(42), false), 42);
-        assert_eq!(for_provider(WaitStatus(libc::SIGKILL), false), 137);
-        assert_eq!(for_provider(WaitStatus(libc::SIGTERM), false), 143);
-        assert_eq!(for_provider(exited(0), true), 124, "a timeout is 124 whatever the provider said");
+        assert_eq!(status_of(exited(0), false), 0);
+        assert_eq!(status_of(exited(42), false), 42);
+        assert_eq!(status_of(WaitStatus(libc::SIGKILL), false), 137);
+        assert_eq!(status_of(WaitStatus(libc::SIGTERM), false), 143);
+        assert_eq!(status_of(exited(0), true), 124, "a timeout is 124 whatever the provider said");
+        assert_eq!(Outcome::Abandoned.status(), 125);
     }
 
     #[test]
     fn a_provider_killed_by_a_signal_is_a_death_by_it_except_for_pid_1() {
         for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGKILL, libc::SIGSEGV, libc::SIGABRT, 34, 64] {
-            assert_eq!(ending(128 + sig, sig, false), Ending::Signal(sig), "signal {sig}");
-            assert_eq!(ending(128 + sig, sig, true), Ending::Exit(128 + sig), "PID 1, signal {sig}");
+            assert_eq!(Outcome::Died(sig).ending(false), Ending::Signal(sig), "signal {sig}");
+            assert_eq!(Outcome::Died(sig).ending(true), Ending::Exit(128 + sig), "PID 1, signal {sig}");
         }
         // A provider that exited 143 itself, a timeout, guardian's own failure: exits.
-        assert_eq!(ending(143, 0, false), Ending::Exit(143));
-        assert_eq!(ending(124, libc::SIGTERM, false), Ending::Exit(124));
-        assert_eq!(ending(125, libc::SIGKILL, false), Ending::Exit(125));
-        assert_eq!(ending(0, 0, false), Ending::Exit(0));
+        assert_eq!(Outcome::Exited(143).ending(false), Ending::Exit(143));
+        assert_eq!(Outcome::of(WaitStatus(libc::SIGTERM), true).ending(false), Ending::Exit(124));
+        assert_eq!(Outcome::Abandoned.ending(false), Ending::Exit(125));
+        assert_eq!(Outcome::Exited(0).ending(false), Ending::Exit(0));
     }
 
     #[test]

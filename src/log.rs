@@ -19,6 +19,10 @@ static SINK: Mutex<Option<Sink>> = Mutex::new(None);
 struct Sink {
     out: Writer,
     dropped: u64,
+    /// A write failed for good (past `RLIMIT_FSIZE`, a closed pipe, an I/O error): nothing more
+    /// is written, as the events stop after a failed write. Each further attempt would fail
+    /// again and raise guardian's own SIGXFSZ or SIGPIPE once more.
+    failed: bool,
 }
 
 pub const FATAL: u8 = 0;
@@ -41,7 +45,7 @@ pub fn enabled(level: u8) -> bool {
 /// named). Regular files stay plain writes.
 pub fn never_block() {
     let Some((out, note)) = crate::writer::writer_for(2) else { return };
-    *SINK.lock().unwrap_or_else(|p| p.into_inner()) = Some(Sink { out, dropped: 0 });
+    *SINK.lock().unwrap_or_else(|p| p.into_inner()) = Some(Sink { out, dropped: 0, failed: false });
     if let Some(note) = note {
         crate::log::debug!("stderr {note}");
     }
@@ -55,8 +59,13 @@ pub fn write(level: u8, args: std::fmt::Arguments<'_>) {
     let mut sink = SINK.lock().unwrap_or_else(|p| p.into_inner());
     let refused = match sink.as_mut() {
         Some(sink) => {
-            if !write_line(&mut sink.out, line.as_bytes()) {
-                sink.dropped += 1;
+            match write_line(&mut sink.out, line.as_bytes(), sink.failed) {
+                Written::All => {}
+                Written::Dropped => sink.dropped += 1,
+                Written::Failed => {
+                    sink.dropped += 1;
+                    sink.failed = true;
+                }
             }
             sink.out.take_fallbacks()
         }
@@ -80,18 +89,32 @@ pub fn fallback(what: &str, err: &std::io::Error, instead: &str) {
     info!("{what} refused ({errno}: {err}); falling back to {instead}");
 }
 
-/// Writes what fits now; false when the line was not (completely) written.
-fn write_line(out: &mut Writer, mut line: &[u8]) -> bool {
+/// What became of a line.
+enum Written {
+    All,
+    /// Not (completely) written now: stderr is full.
+    Dropped,
+    /// The write failed for good (see [`Sink::failed`]).
+    Failed,
+}
+
+/// Writes what fits now (nothing once a write `failed` for good).
+fn write_line(out: &mut Writer, mut line: &[u8], failed: bool) -> Written {
+    if failed {
+        return Written::Dropped;
+    }
     let mut changed = false;
     while !line.is_empty() {
         match out.write(line) {
             // The writer changed how it writes (reported by the caller): write again, once.
             Ok(0) if !changed && out.has_fallbacks() => changed = true,
-            Ok(0) | Err(_) => return false,
+            Ok(0) => return Written::Dropped,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Written::Dropped,
+            Err(_) => return Written::Failed,
             Ok(n) => line = &line[n..],
         }
     }
-    true
+    Written::All
 }
 
 /// Reports, once, how many lines stderr could not take (best effort: it may still be full).
@@ -102,7 +125,7 @@ pub fn finish() {
     {
         let line = format!("guardian: {} log line(s) dropped: stderr was not being read\n", sink.dropped);
         sink.dropped = 0;
-        let _ = write_line(&mut sink.out, line.as_bytes());
+        let _ = write_line(&mut sink.out, line.as_bytes(), sink.failed);
     }
 }
 
@@ -133,7 +156,7 @@ mod tests {
         while let Ok(n) = out.write(&[b'x'; 4096]) {
             filled += n;
         }
-        *SINK.lock().unwrap_or_else(|p| p.into_inner()) = Some(Sink { out, dropped: 0 });
+        *SINK.lock().unwrap_or_else(|p| p.into_inner()) = Some(Sink { out, dropped: 0, failed: false });
         write(FATAL, format_args!("first dropped line"));
         write(FATAL, format_args!("second dropped line"));
         let mut reader = std::fs::File::from(r);

@@ -78,19 +78,19 @@ fn run_main(args: impl Iterator<Item = &'static OsStr>) -> ! {
 }
 
 /// Ends guardian with `result`'s status, after printing a failure's message.
-fn finish(result: Result<i32, Failure>) -> ! {
-    let code = match result {
-        Ok(code) => code,
+fn finish(result: Result<exit::Ending, Failure>) -> ! {
+    let ending = match result {
+        Ok(ending) => ending,
         Err(Failure { status, message }) => {
             fatal!("{message}");
-            status
+            exit::Ending::Exit(status)
         }
     };
-    // Exits with `code`, or dies of the signal that killed the provider (`exit::end`).
-    exit::end(code)
+    // Exits with a status, or dies of the signal that killed the provider (`exit::end`).
+    exit::end(ending)
 }
 
-fn run(args: impl Iterator<Item = &'static OsStr>) -> Result<i32, Failure> {
+fn run(args: impl Iterator<Item = &'static OsStr>) -> Result<exit::Ending, Failure> {
     // The GUARDIAN_* variables, in one pass over the environment (see sys::vars_with_prefix).
     let vars = sys::vars_with_prefix(b"GUARDIAN_");
     let env = |name: &str| vars.iter().find(|(n, _)| n == name).map(|(_, v)| v.clone());
@@ -102,11 +102,15 @@ fn run(args: impl Iterator<Item = &'static OsStr>) -> Result<i32, Failure> {
             use std::io::Write;
             let mut out = std::io::stdout().lock();
             let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
-            return Ok(0);
+            return Ok(exit::Ending::Exit(0));
         }
         Err(message) => return Err(Failure::guardian(format!("{message}; see 'guardian --help'"))),
     };
     log::set_level(cli::verbosity(&cli));
+    // The kill signal may not also be a stop request (a rule between two options).
+    if let Some(kill) = cli.kill_signal {
+        signals::check_kill_signal(kill, cli.stop_signal).map_err(Failure::guardian)?;
+    }
     if let Some(sub) = &cli.sub {
         // A subcommand supervises nothing: it is interrupted and stopped as any program is.
         if let Err(e) = sys::start::restore_caller_mask() {
@@ -118,7 +122,8 @@ fn run(args: impl Iterator<Item = &'static OsStr>) -> Result<i32, Failure> {
             cli::Sub::Doctor { json, cgroup } => {
                 Ok(doctor::run(*json, cgroup.as_ref().or(cli.cgroup.as_ref()), cli.no_sentinel))
             }
-        };
+        }
+        .map(exit::Ending::Exit);
     }
     setup_and_supervise(cli)
 }
@@ -263,7 +268,7 @@ fn start(
 }
 
 /// Steps 0 to 2b; guardian goes on in [`supervise`] and ends through [`finish`].
-fn setup_and_supervise(cli: cli::Cli) -> Result<i32, Failure> {
+fn setup_and_supervise(cli: cli::Cli) -> Result<exit::Ending, Failure> {
     // 1. Refuse set-id: guardian signals processes; it must not do so with borrowed privileges.
     if sys::is_setid() {
         return Err(Failure::guardian(
@@ -300,7 +305,7 @@ fn setup_and_supervise(cli: cli::Cli) -> Result<i32, Failure> {
     //    (`sys::start`); keep the caller's mask for the provider and read the handled ones
     //    from a signalfd (`signal_step::setup`).
     test_hooks::pause_before_signal_setup();
-    let setup = match signal_step::setup(cli.stop_signal) {
+    let setup = match signal_step::setup(cli.stop_signal, cli.kill_signal) {
         Ok(setup) => setup,
         Err(e) => return Err(start_failed(events, Failure::guardian(e))),
     };
@@ -349,7 +354,7 @@ fn supervise(
     proper: sentinel::Proper,
     setup: signal_step::Setup,
     mut events: Events,
-) -> Result<i32, Failure> {
+) -> Result<exit::Ending, Failure> {
     let me = proper.me;
     let Started { sigfd, parent, discovery, proc, leaf, spawned, tty, take_terminal, pidfds } =
         match start(&cli, proper, setup, &mut events) {
@@ -382,6 +387,7 @@ fn supervise(
     let settings = Settings {
         grace: cli.grace,
         stop_signal: cli.stop_signal,
+        kill_signal: cli.kill_signal,
         // Without a group of its own the provider shares guardian's (its caller's): only the
         // provider can be the target.
         forward_to: if spawned.pgid == spawned.provider.pid {
@@ -398,12 +404,21 @@ fn supervise(
         wait_descendants: cli.wait_descendants,
     };
     let tree = Tree::new(discovery, proc, leaf, cli.stop_signal, pidfds);
-    let sup =
-        Supervisor::new(settings, sigfd, spawned.provider, spawned.pgid, parent, events, tree, tty, take_terminal);
+    let sup = Supervisor::new(supervise::Start {
+        settings,
+        sigfd,
+        provider: spawned.provider,
+        provider_pgid: spawned.pgid,
+        parent,
+        events,
+        tree,
+        tty,
+        gave_terminal: take_terminal,
+    });
     // 10. Start-up memory: everything start-up needed is done: the parsed command line (the
     //     provider's argv and the option strings) is freed, then start-up's heap and stack
     //     pages are handed back before idling.
     drop(cli);
     sys::release_startup_memory();
-    sup.run()
+    sup.run().map(|outcome| outcome.ending(me == 1))
 }

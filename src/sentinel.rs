@@ -9,9 +9,10 @@
 //! I/O: `sys::sentinel` lists the shared-memory hazards), and does four things until
 //! guardian ends:
 //!
-//! * every signal it reads from the signalfd but SIGCHLD goes on to guardian (`kill`, so a
-//!   stop request stays one request: guardian is outside the host's process group and hears
-//!   a group signal only through the sentinel);
+//! * every signal it reads from the signalfd but SIGCHLD goes on to guardian
+//!   (`rt_sigqueueinfo` naming the original sender, [`Sentinel::forward`]), so that a stop
+//!   request that reached both processes is one request: guardian is outside the host's
+//!   process group and hears a group signal only through the sentinel;
 //! * a job-control stop of guardian (SIGTSTP, SIGTTIN, SIGTTOU) is repeated on the sentinel's
 //!   own group, so the shell sees the job stop; a stop the kernel refuses (orphaned group) is
 //!   answered with a `sigqueue`d SIGCONT, which guardian reads as "suspend refused";
@@ -80,11 +81,6 @@ pub fn job_pgrp() -> i32 {
 /// The sentinel's pid, when guardian runs behind one: the pid the host started and sees.
 pub fn pid() -> Option<i32> {
     Some(SENTINEL.load(Ordering::Relaxed)).filter(|&p| p > 0)
-}
-
-/// Whether `info` is the sentinel's answer to a job-control stop it could not repeat.
-pub fn is_refused_suspend(info: &sys::SigInfo) -> bool {
-    info.signo == libc::SIGCONT && info.code == libc::SI_QUEUE && pid().is_some_and(|p| p as u32 == info.pid)
 }
 
 /// Whether `info` is the sentinel's word that the host's process (its parent) died.
@@ -306,11 +302,13 @@ struct Sentinel {
     host_death_signal: i32,
 }
 
-/// One signal the sentinel read: number, `si_code`, sender.
-struct Received {
+/// A signal the sentinel read: number, `si_code`, sender's pid and uid.
+#[derive(Clone, Copy)]
+struct Read {
     signo: i32,
     code: i32,
-    pid: u32,
+    sender: i32,
+    uid: u32,
 }
 
 impl Sentinel {
@@ -372,15 +370,12 @@ impl Sentinel {
                 // No second report: the watch goes once guardian has been told.
                 host_dead = true;
             }
-            while let Some(got) = self.read_signal() {
-                if got.code == SUSPEND_CODE && got.pid == self.guardian as u32 {
-                    self.mirror_stop(got.signo);
+            while let Some(read) = self.read_signal() {
+                if read.code == SUSPEND_CODE && read.sender == self.guardian {
+                    self.mirror_stop(read.signo);
                     continue;
                 }
-                let signo = got.signo;
-                if signo != libc::SIGCHLD && signals::is_forwarded(signo) {
-                    let _ = Raw::kill(self.guardian, signo);
-                }
+                self.forward(read);
             }
             // After the signals: a SIGCHLD may have been merged into one already read.
             if let Some(status) = self.guardian_changed() {
@@ -397,18 +392,30 @@ impl Sentinel {
     }
 
     /// One signal from the signalfd, into a buffer on the stack (`signalfd_siginfo`, 128
-    /// bytes: `ssi_signo`, `ssi_errno`, `ssi_code`, `ssi_pid` first).
-    fn read_signal(&self) -> Option<Received> {
+    /// bytes: `ssi_signo`, `ssi_errno`, `ssi_code`, `ssi_pid`, `ssi_uid` first).
+    fn read_signal(&self) -> Option<Read> {
         let mut buf = [0u8; 128];
-        let n = rustix::io::read(&self.sigfd, &mut buf);
-        let word = |i: usize| [buf[i], buf[i + 1], buf[i + 2], buf[i + 3]];
-        match n {
-            Ok(128) => Some(Received {
-                signo: i32::from_ne_bytes(word(0)),
-                code: i32::from_ne_bytes(word(8)),
-                pid: u32::from_ne_bytes(word(12)),
-            }),
-            _ => None,
+        if !matches!(rustix::io::read(&self.sigfd, &mut buf), Ok(128)) {
+            return None;
+        }
+        let word = |at: usize| i32::from_ne_bytes([buf[at], buf[at + 1], buf[at + 2], buf[at + 3]]);
+        Some(Read { signo: word(0), code: word(8), sender: word(12), uid: word(16) as u32 })
+    }
+
+    /// Passes a signal on to guardian proper as its sender sent it: `rt_sigqueueinfo` with
+    /// the original sender's pid and uid and the sentinel's mark holding the original
+    /// `si_code` (`signals::forward_value`). guardian proper then sees one sender for a stop
+    /// request that reached both processes (systemd's `KillMode=control-group`, coreutils
+    /// `timeout`, an outer guardian), and folds the two deliveries into one request. A
+    /// refused queue (the queued-signal quota, `EAGAIN`) falls back to `kill`, which still
+    /// delivers the signal, as from the sentinel.
+    fn forward(&self, read: Read) {
+        if read.signo == libc::SIGCHLD || !signals::is_forwarded(read.signo) {
+            return;
+        }
+        let value = signals::forward_value(read.code);
+        if Raw::queue_as(self.guardian, read.signo, read.sender, read.uid, value).is_err() {
+            let _ = Raw::kill(self.guardian, read.signo);
         }
     }
 

@@ -60,13 +60,13 @@ pub struct Setup {
 /// made reapable, every [`handled`] signal blocked and a signalfd opened for them. Before the
 /// provider exists.
 ///
-/// SIGTERM and the stop signal are stop requests, so they are handled even when the caller
-/// ignored them (a background job of a non-interactive shell starts with SIGINT and SIGQUIT
+/// SIGTERM and the stop signal are stop requests, and the kill signal (`--kill-signal`) a kill
+/// request, so they are handled even when the caller ignored them (a background job of a non-interactive shell starts with SIGINT and SIGQUIT
 /// ignored): a blocked signal is queued even while its disposition is `SIG_IGN`, so the
 /// signalfd still sees it. The stop signal is also reset to its default action when it was
 /// ignored, because the provider inherits the disposition and must be able to hear it; an
 /// ignored SIGTERM that is not the stop signal stays ignored for the provider.
-pub fn setup(stop_signal: StopSignal) -> Result<Setup, String> {
+pub fn setup(stop_signal: StopSignal, kill_signal: Option<i32>) -> Result<Setup, String> {
     let stop_signal = stop_signal.get();
     // One rt_sigaction per signal (62 of them) is the whole cost of knowing the ignored set;
     // each is asked once.
@@ -89,7 +89,8 @@ pub fn setup(stop_signal: StopSignal) -> Result<Setup, String> {
     if sigchld_ignored {
         sys::set_default_disposition(libc::SIGCHLD).map_err(|e| format!("sigaction(SIGCHLD, SIG_DFL) failed: {e}"))?;
     }
-    let handled = handled(&|sig| sig != libc::SIGTERM && sig != stop_signal && ignored.contains(sig));
+    let request = |sig| sig == libc::SIGTERM || sig == stop_signal || Some(sig) == kill_signal;
+    let handled = handled(&|sig| !request(sig) && ignored.contains(sig));
     // Everything was blocked since guardian's first instant (`sys::start::block_until_setup`):
     // now exactly the caller's mask plus the handled set, so a signal ignored at start that
     // arrived meanwhile is discarded as it would have been.

@@ -148,15 +148,15 @@ impl StopSignal {
         let sig = parse(text)?;
         match sig {
             libc::SIGKILL => Err(
-                "SIGKILL cannot be the stop signal: it is what the grace period ends in; use --grace 0 to send it at once"
+                "SIGKILL cannot be the stop signal (nor the kill signal): it is what the grace period ends in and what a kill request sends; use --grace 0 to send it at once, or --kill-signal RTMAX to ask for it"
                     .into(),
             ),
             libc::SIGSTOP | libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU | libc::SIGCONT => Err(format!(
-                "{} cannot be the stop signal: it stops or continues a process instead of ending it (job control); use TERM, INT, QUIT, HUP or USR1",
+                "{} cannot be the stop signal (nor the kill signal): it stops or continues a process instead of ending it (job control); use TERM, INT, QUIT, HUP or USR1 (RTMAX for --kill-signal)",
                 name(sig)
             )),
             libc::SIGCHLD => Err(
-                "SIGCHLD cannot be the stop signal: guardian reads it to reap; use TERM, INT, QUIT, HUP or USR1".into(),
+                "SIGCHLD cannot be the stop signal (nor the kill signal): guardian reads it to reap; use TERM, INT, QUIT, HUP or USR1 (RTMAX for --kill-signal)".into(),
             ),
             _ => Ok(StopSignal(sig)),
         }
@@ -185,6 +185,40 @@ pub fn is_forwarded(sig: i32) -> bool {
     sig != libc::SIGCHLD && !is_uncatchable(sig)
 }
 
+/// The sentinel's mark on a signal it passes on to guardian proper (`rt_sigqueueinfo` with
+/// `si_code` `SI_QUEUE`, `si_pid` the original sender, and this in `si_int`): the high half
+/// says "forwarded by the sentinel", the low half carries the original `si_code` (as an
+/// `i16`: `SI_USER` 0, `SI_KERNEL` 0x80, `SI_QUEUE` -1, `SI_TKILL` -6), so that guardian
+/// proper classifies the delivery as if it had received it itself.
+const FORWARD_MARK: i32 = 0x4744_0000;
+const FORWARD_MASK: i32 = 0x7fff_0000;
+
+/// The `si_int` the sentinel queues with a signal it forwards whose own `si_code` was `code`.
+pub fn forward_value(code: i32) -> i32 {
+    FORWARD_MARK | i32::from(code as i16 as u16)
+}
+
+/// The original `si_code` of a signal the sentinel forwarded (`code` `SI_QUEUE` and `value`
+/// its mark), or `None` for a signal that came any other way.
+pub fn forwarded_code(code: i32, value: i32) -> Option<i32> {
+    (code == libc::SI_QUEUE && value & FORWARD_MASK == FORWARD_MARK).then(|| i32::from(value as u16 as i16))
+}
+
+/// `--kill-signal`: receiving it is a kill request (SIGKILL to the tree at once). It was
+/// parsed with the stop signal's rules (not KILL, STOP, CONT, CHLD or a job-control stop);
+/// it must also differ from SIGTERM and the stop signal, which are stop requests. The error
+/// is one line naming the fix.
+pub fn check_kill_signal(kill: i32, stop: StopSignal) -> Result<i32, String> {
+    if kill == libc::SIGTERM || kill == stop.get() {
+        return Err(format!(
+            "--kill-signal {}: it is also a stop request ({}); choose a signal of its own for the kill request, such as RTMAX (what the drivers use)",
+            name(kill),
+            if kill == stop.get() { "the stop signal" } else { "SIGTERM always is" }
+        ));
+    }
+    Ok(kill)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -203,6 +237,29 @@ mod tests {
         assert!(parse("TERMINATE").is_err());
         assert!(parse("RTMIN+99").is_err());
         assert!(parse("").is_err());
+    }
+
+    #[test]
+    fn the_sentinels_mark_carries_the_original_code_and_nothing_else_has_it() {
+        for code in [libc::SI_USER, libc::SI_KERNEL, libc::SI_QUEUE, libc::SI_TKILL, -7, 3] {
+            assert_eq!(forwarded_code(libc::SI_QUEUE, forward_value(code)), Some(code), "{code}");
+            assert_eq!(forwarded_code(libc::SI_USER, forward_value(code)), None, "only SI_QUEUE carries it");
+        }
+        assert_eq!(forwarded_code(libc::SI_QUEUE, 0), None, "a plain sigqueue (the refused suspend)");
+        assert_eq!(forwarded_code(libc::SI_QUEUE, 42), None);
+    }
+
+    #[test]
+    fn the_kill_signal_is_never_a_stop_request() {
+        let rtmax = libc::SIGRTMAX();
+        let term = StopSignal::parse("TERM").unwrap();
+        assert_eq!(check_kill_signal(rtmax, term), Ok(rtmax));
+        let int = StopSignal::parse("INT").unwrap();
+        for (kill, stop) in [(libc::SIGTERM, term), (libc::SIGTERM, int), (libc::SIGINT, int)] {
+            let e = check_kill_signal(kill, stop).expect_err("a stop request");
+            assert!(e.contains("--kill-signal") && e.contains("RTMAX") && !e.contains('\n'), "{e}");
+        }
+        assert_eq!(check_kill_signal(libc::SIGUSR1, int), Ok(libc::SIGUSR1));
     }
 
     #[test]

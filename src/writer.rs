@@ -10,6 +10,11 @@
 //! writer). Refusals are handed to the owner to report (`Writer::take_fallbacks`). A terminal
 //! is reopened at once; plain blocking writes remain only for regular files and terminals
 //! that cannot be reopened. Below both `events` and `log`, so neither imports the other for it.
+//!
+//! Lines never tear on a pipe or FIFO ([`Writer::write_lines`]): the kernel writes at most
+//! `PIPE_BUF` bytes to a pipe at once, whole or not at all (also non-blocking), and nothing
+//! longer; so a backlog goes out as whole lines in pieces of at most `PIPE_BUF`, and a second
+//! writer on the same pipe (two guardians sharing one FIFO) can only come between lines.
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, IntoRawFd, OwnedFd, RawFd};
@@ -37,6 +42,8 @@ enum Kind {
 pub struct Writer {
     fd: OwnedFd,
     kind: Kind,
+    /// A pipe or FIFO: lines go out whole, at most `PIPE_BUF` bytes per write.
+    pipe: bool,
     /// Interfaces refused at a write, for the owner to report (a write cannot log itself: the
     /// log writes through a Writer too).
     refused: Vec<Fallback>,
@@ -76,6 +83,15 @@ impl Writer {
         }
     }
 
+    /// One write of the longest run of whole lines at the start of `buf` that is at most
+    /// `PIPE_BUF` bytes on a pipe (anything on other files: a regular file's append is one
+    /// write): atomic on a pipe, so another writer's lines never land inside one of ours. A
+    /// single line longer than `PIPE_BUF` cannot be atomic; it goes in `PIPE_BUF` pieces.
+    /// The result is [`Writer::write`]'s.
+    pub fn write_lines(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if self.pipe { self.write(atomic_lines(buf)) } else { self.write(buf) }
+    }
+
     /// `RWF_NOWAIT` was refused on this pipe (`EOPNOTSUPP` from the kernel; `ENOSYS` or
     /// `EPERM` from a seccomp filter, see [`nowait_refused`]): guardian's own `O_NONBLOCK`
     /// description of it through /proc, else writes after poll(). The kernel's `EOPNOTSUPP`
@@ -109,13 +125,28 @@ impl Writer {
     }
 
     /// A writer over a file guardian opened itself (`--events-file`): non-blocking for a FIFO
-    /// or character device it opened `O_NONBLOCK`, plain writes for a regular file.
-    pub fn opened(fd: OwnedFd, nonblocking: bool) -> Writer {
-        Writer { fd, kind: if nonblocking { Kind::NonBlocking } else { Kind::Blocking }, refused: Vec::new() }
+    /// or character device it opened `O_NONBLOCK`, plain writes for a regular file; `pipe`:
+    /// it is a FIFO (whole lines, [`Writer::write_lines`]).
+    pub fn opened(fd: OwnedFd, nonblocking: bool, pipe: bool) -> Writer {
+        let kind = if nonblocking { Kind::NonBlocking } else { Kind::Blocking };
+        Writer { fd, kind, pipe, refused: Vec::new() }
     }
 
     pub fn fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
+    }
+}
+
+/// The longest start of `buf` that ends a line and is at most `PIPE_BUF` bytes; when even
+/// the first line is longer, its first `PIPE_BUF` bytes.
+fn atomic_lines(buf: &[u8]) -> &[u8] {
+    if buf.len() <= libc::PIPE_BUF {
+        return buf;
+    }
+    let window = &buf[..libc::PIPE_BUF];
+    match window.iter().rposition(|&b| b == b'\n') {
+        Some(end) => &buf[..=end],
+        None => window,
     }
 }
 
@@ -165,8 +196,9 @@ pub fn nonblocking_of_type(
     fd: BorrowedFd<'_>,
     file_type: Option<rustix::fs::FileType>,
 ) -> Result<(Writer, Option<String>), String> {
+    let pipe = file_type == Some(rustix::fs::FileType::Fifo);
     let (fd, kind, note, refused) = nonblocking_parts(n, fd, file_type)?;
-    Ok((Writer { fd, kind, refused: refused.into_iter().collect() }, note))
+    Ok((Writer { fd, kind, pipe, refused: refused.into_iter().collect() }, note))
 }
 
 /// The fd, how it is written, a note for the log, and a refused interface to report.
@@ -239,6 +271,25 @@ mod tests {
 
     fn nonblocking_flag(fd: BorrowedFd<'_>) -> bool {
         rustix::fs::fcntl_getfl(fd).expect("F_GETFL").contains(rustix::fs::OFlags::NONBLOCK)
+    }
+
+    #[test]
+    fn a_backlog_goes_to_a_pipe_as_whole_lines_of_at_most_pipe_buf() {
+        let line = |n: usize| {
+            let mut l = vec![b'x'; n - 1];
+            l.push(b'\n');
+            l
+        };
+        let short: Vec<u8> = (0..3).flat_map(|_| line(100)).collect();
+        assert_eq!(atomic_lines(&short), &short[..], "a small backlog goes in one write");
+        let many: Vec<u8> = (0..100).flat_map(|_| line(100)).collect();
+        let piece = atomic_lines(&many);
+        assert_eq!(piece.len(), 100 * (libc::PIPE_BUF / 100), "as many whole lines as fit");
+        assert_eq!(piece.last(), Some(&b'\n'));
+        let long: Vec<u8> = line(3 * libc::PIPE_BUF).into_iter().chain(line(10)).collect();
+        assert_eq!(atomic_lines(&long).len(), libc::PIPE_BUF, "a line longer than PIPE_BUF goes in pieces");
+        let exact = line(libc::PIPE_BUF);
+        assert_eq!(atomic_lines(&exact).len(), libc::PIPE_BUF);
     }
 
     /// An anonymous pipe (Linux 6.4+) is written through guardian's dup with RWF_NOWAIT:

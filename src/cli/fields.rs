@@ -94,8 +94,8 @@ fields! {
         CpuMax => cpu_max: Option<String> = |Value::Text(t)| Some(t);
         Verbose => verbose: u8 = |Value::Count(n)| n;
         Quiet => quiet: bool = |Value::Flag(b)| b;
-        // The kill request (the "stop" branch adds `Opt::KillSignal` to the table); its row:
-        // KillSignal => kill_signal: Option<StopSignal> = |Value::Signal(s)| Some(s);
+        // The kill request: checked against the stop signal by `signals::check_kill_signal`.
+        KillSignal => kill_signal: Option<i32> = |Value::Signal(s)| Some(s.get());
     }
 }
 

@@ -11,7 +11,9 @@
 //!   gives a fresh path). Close-on-exec: the provider never inherits it.
 //! * A FIFO is supported: it must already have a reader (the driver opens it for reading
 //!   first), else exit 125 naming the fix, since waiting for a reader could block for ever.
-//!   It is written non-blocking, like a reopened `--events-fd` pipe. A terminal or other
+//!   It is written non-blocking, like a reopened `--events-fd` pipe, in whole lines of at
+//!   most `PIPE_BUF` bytes per write, so guardians sharing one FIFO never tear each other's
+//!   lines. A terminal or other
 //!   character device (`/dev/null`, `/dev/tty`) is written non-blocking too.
 //! * A regular file is written with plain writes (as a regular file on `--events-fd`).
 //! * A directory, a socket, a path in a missing directory or one guardian may not write: exit
@@ -38,7 +40,8 @@ pub fn open_file(path: &Path) -> Result<Events, String> {
     let flags = OFlags::WRONLY | OFlags::APPEND | OFlags::CREATE | OFlags::CLOEXEC | OFlags::NOCTTY | OFlags::NONBLOCK;
     let fd = rustix::fs::open(path, flags, rustix::fs::Mode::from_raw_mode(0o600))
         .map_err(|e| open_error(&shown.to_string(), &io::Error::from(e)))?;
-    let nonblocking = match rustix::fs::fstat(fd.as_fd()).map(|st| rustix::fs::FileType::from_raw_mode(st.st_mode)) {
+    let file_type = rustix::fs::fstat(fd.as_fd()).map(|st| rustix::fs::FileType::from_raw_mode(st.st_mode));
+    let nonblocking = match file_type {
         Ok(rustix::fs::FileType::RegularFile) => false,
         Ok(rustix::fs::FileType::Fifo | rustix::fs::FileType::CharacterDevice) => true,
         Ok(other) => {
@@ -48,7 +51,9 @@ pub fn open_file(path: &Path) -> Result<Events, String> {
         }
         Err(e) => return Err(format!("--events-file {shown}: cannot be inspected (fstat: {e})")),
     };
-    Ok(Events::over(Writer::opened(fd, nonblocking)))
+    // A FIFO gets whole lines in atomic pieces: several guardians may share one.
+    let fifo = file_type == Ok(rustix::fs::FileType::Fifo);
+    Ok(Events::over(Writer::opened(fd, nonblocking, fifo)))
 }
 
 fn open_error(shown: &str, e: &io::Error) -> String {

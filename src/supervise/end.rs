@@ -5,7 +5,7 @@
 
 use super::{EVENTS_CLOSE_WAIT, Supervisor};
 use crate::events::{Abandoned, Event, Events, Released};
-use crate::exit::{self, Failure};
+use crate::exit::{self, Failure, Outcome};
 use crate::sys;
 
 impl Supervisor {
@@ -27,7 +27,8 @@ impl Supervisor {
         Failure::guardian(message)
     }
 
-    pub(super) fn release(&mut self, code: i32) -> i32 {
+    pub(super) fn release(&mut self, outcome: Outcome) -> Outcome {
+        let code = outcome.status();
         let (mut cgroup_path, mut oom_kill) = (None, None);
         if let Some(leaf) = self.tree.leaf.as_mut() {
             oom_kill = leaf.oom_kills();
@@ -70,6 +71,6 @@ impl Supervisor {
         }));
         let events = std::mem::replace(&mut self.events, Events::disabled());
         events.close(EVENTS_CLOSE_WAIT);
-        code
+        outcome
     }
 }

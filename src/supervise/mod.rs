@@ -21,7 +21,7 @@ use std::time::Duration;
 use rustix::event::{PollFd, PollFlags};
 
 use crate::events::{Event, Events, Signal, Usage};
-use crate::exit::Failure;
+use crate::exit::{Failure, Outcome};
 use crate::pidref::{self, PidRef};
 use crate::signals::{self, StopSignal};
 use crate::status::WaitStatus;
@@ -29,11 +29,11 @@ use crate::sys::{self, JobChange, Reaped};
 use crate::teardown::{Phase as RoundPhase, Tree};
 pub use parent::ParentWatch;
 pub use state::Target;
-use state::{Action, Config, Foreground, Happened, State, StopReason, Terminal};
+use state::{Action, Config, Foreground, Happened, Received, State, StopReason, Terminal};
 use terminal::Tty;
 
-/// How the loop ends: released with guardian's exit status, or given up (125).
-type Outcome = Result<i32, Failure>;
+/// How the loop ends: released with the provider's outcome, or given up (125).
+type Ended = Result<Outcome, Failure>;
 
 /// How long a slow events reader may delay guardian's exit after release.
 const EVENTS_CLOSE_WAIT: Duration = Duration::from_secs(1);
@@ -45,6 +45,8 @@ const SIGNAL_BATCH: usize = 64;
 pub struct Settings {
     pub grace: Duration,
     pub stop_signal: StopSignal,
+    /// `--kill-signal` (checked: not a stop request).
+    pub kill_signal: Option<i32>,
     /// `--forward-to`.
     pub forward_to: Target,
     pub timeout: Option<Duration>,
@@ -82,19 +84,25 @@ fn reap_pause(children: usize) -> Option<Duration> {
     (children >= 500).then(|| Duration::from_millis(1 + (children / 2000).min(4) as u64))
 }
 
+/// Everything start-up hands the supervisor, in one value.
+pub struct Start {
+    pub settings: Settings,
+    /// The signalfd of start-up's signal step.
+    pub sigfd: OwnedFd,
+    pub provider: PidRef,
+    pub provider_pgid: i32,
+    pub parent: Option<ParentWatch>,
+    pub events: Events,
+    pub tree: Tree,
+    /// guardian's controlling terminal (`/dev/tty`), if it has one.
+    pub tty: Option<OwnedFd>,
+    /// The provider's group was given the terminal's foreground at start.
+    pub gave_terminal: bool,
+}
+
 impl Supervisor {
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(
-        settings: Settings,
-        sigfd: OwnedFd,
-        provider: PidRef,
-        provider_pgid: i32,
-        parent: Option<ParentWatch>,
-        events: Events,
-        tree: Tree,
-        tty: Option<OwnedFd>,
-        gave_terminal: bool,
-    ) -> Supervisor {
+    pub fn new(start: Start) -> Supervisor {
+        let Start { settings, sigfd, provider, provider_pgid, parent, events, tree, tty, gave_terminal } = start;
         let terminal = match (&tty, gave_terminal) {
             (None, _) => Terminal::None,
             (Some(_), true) => Terminal::Provider,
@@ -102,6 +110,11 @@ impl Supervisor {
         };
         let cfg = Config {
             forward_to: settings.forward_to,
+            stop_signal: settings.stop_signal.get(),
+            kill_signal: settings.kill_signal,
+            me: std::process::id(),
+            sentinel: crate::sentinel::pid().map(|p| p as u32),
+            provider_in_guardians_group: provider_pgid == crate::sentinel::job_pgrp(),
             rounds_reach_descendants: tree.rounds_reach_descendants(),
             stop_round_reaches_provider: tree.stop_round_reaches_provider(),
             grace: settings.grace,
@@ -127,8 +140,8 @@ impl Supervisor {
         }
     }
 
-    /// Runs until release (guardian's exit status) or until guardian gives up (a `Failure`).
-    pub fn run(mut self) -> Result<i32, Failure> {
+    /// Runs until release (the provider's outcome) or until guardian gives up (a `Failure`).
+    pub fn run(mut self) -> Ended {
         loop {
             if let Some(outcome) = self.wait_and_handle() {
                 return outcome;
@@ -145,7 +158,7 @@ impl Supervisor {
     }
 
     /// One poll and everything it woke up for. `Some(outcome)` once guardian is done.
-    fn wait_and_handle(&mut self) -> Option<Outcome> {
+    fn wait_and_handle(&mut self) -> Option<Ended> {
         let reaping = std::mem::take(&mut self.reap_pause);
         if let Some(pause) = reap_pause(self.tree.children_hint()).filter(|_| reaping) {
             let left = self.next_deadline().map(|d| d.saturating_sub(sys::monotonic()));
@@ -230,7 +243,7 @@ impl Supervisor {
     /// Feeds one observation to the state machine and carries out its actions, in order; an
     /// action's own outcome (a round's bookkeeping, a refused suspension) is fed back, and its
     /// actions run next, before the rest of the queue.
-    fn handle(&mut self, what: Happened) -> Option<Outcome> {
+    fn handle(&mut self, what: Happened) -> Option<Ended> {
         let mut queue = VecDeque::new();
         let mut next = Some(what);
         let mut done = None;
@@ -242,7 +255,7 @@ impl Supervisor {
             }
             let Some(action) = queue.pop_front() else { return done };
             match self.act(action) {
-                Step::Done(outcome) => done = Some(outcome),
+                Step::Done(ended) => done = Some(ended),
                 Step::Then(what) => next = Some(what),
                 Step::Next => {}
             }
@@ -320,15 +333,24 @@ impl Supervisor {
                     }
                 }
             }
-            Action::Release { code } => return Step::Done(Ok(self.release(code))),
+            Action::Folded { signal } => {
+                crate::log::debug!(
+                    "{}: the same stop request (same sender, within the fold window)",
+                    signals::name(signal)
+                );
+            }
+            Action::DiscardOwn(sig) => {
+                crate::log::debug!("{} was raised by guardian itself: not forwarded", signals::name(sig));
+            }
+            Action::Release { outcome } => return Step::Done(Ok(self.release(outcome))),
             Action::Abandon => return Step::Done(Err(self.abandon())),
         }
         Step::Next
     }
 
-    /// Reads at most `SIGNAL_BATCH` signals and hands each to the state machine.
-    fn drain_signals(&mut self) -> Option<Outcome> {
-        let me = std::process::id();
+    /// Reads at most `SIGNAL_BATCH` signals and hands each to the state machine, which decides
+    /// what each means (`state::classify`).
+    fn drain_signals(&mut self) -> Option<Ended> {
         for _ in 0..SIGNAL_BATCH {
             let info = match sys::read_signalfd(self.sigfd.as_fd()) {
                 Ok(Some(info)) => info,
@@ -343,41 +365,24 @@ impl Supervisor {
                 // Later reparentings (to a subreaper that then dies) must not fire it again.
                 let _ = sys::set_pdeathsig(0);
                 self.parent = None;
-                if let Some(code) = self.handle(Happened::ParentDied) {
-                    return Some(code);
+                if let Some(ended) = self.handle(Happened::ParentDied) {
+                    return Some(ended);
                 }
                 continue;
             }
-            let what = match info.signo {
-                libc::SIGCHLD => continue, // reaping follows
-                // Our own write to a broken events pipe or stderr: not the owner's signal.
-                libc::SIGPIPE if info.pid == me => continue,
-                sig => {
-                    crate::log::info!("received {} from pid {}", signals::name(sig), info.pid);
-                    if sig == libc::SIGTERM || sig == self.stop_signal.get() {
-                        Happened::StopRequest
-                    } else if crate::sentinel::is_refused_suspend(&info) {
-                        // The sentinel could not stop the job (its group is orphaned).
-                        Happened::SuspendRefused
-                    } else if sig == libc::SIGCONT {
-                        let foreground =
-                            self.tty.as_ref().and_then(Tty::foreground) == Some(crate::sentinel::job_pgrp());
-                        Happened::Continued { foreground }
-                    } else if info.code == libc::SI_KERNEL && self.provider_pgid == crate::sentinel::job_pgrp() {
-                        // The provider shares guardian's process group (guardian's group lives
-                        // outside its PID namespace): a key the terminal turned into a signal
-                        // (^C, ^\, ^Z) reached the provider as well, directly.
-                        crate::log::debug!("{} from the terminal: the provider heard it too", signals::name(sig));
-                        continue;
-                    } else if signals::is_forwarded(sig) {
-                        Happened::Signal(sig)
-                    } else {
-                        continue;
-                    }
-                }
-            };
-            if let Some(code) = self.handle(what) {
-                return Some(code);
+            if info.signo == libc::SIGCHLD {
+                continue; // reaping follows
+            }
+            let via = if signals::forwarded_code(info.code, info.value).is_some() { " (via the sentinel)" } else { "" };
+            crate::log::info!("received {} from pid {}{via}", signals::name(info.signo), info.pid);
+            // The one fact about a signal that is not in it: who holds the terminal, asked
+            // only for SIGCONT.
+            let foreground = info.signo == libc::SIGCONT
+                && self.tty.as_ref().and_then(Tty::foreground) == Some(crate::sentinel::job_pgrp());
+            let received =
+                Received { signo: info.signo, code: info.code, pid: info.pid, value: info.value, foreground };
+            if let Some(ended) = self.handle(Happened::Signal(received)) {
+                return Some(ended);
             }
         }
         None
@@ -537,7 +542,7 @@ enum Step {
     /// Feed this to the state machine (its actions run next).
     Then(Happened),
     /// Released or abandoned: the loop's outcome.
-    Done(Outcome),
+    Done(Ended),
 }
 
 /// At most the signalfd, the provider's pidfd, the parent's pidfd, the events fd and the

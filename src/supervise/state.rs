@@ -7,10 +7,15 @@
 //!
 //! The grace period is enforced here: the deadline is set once, when the stop begins
 //! (`Phase::Stopping` / `Phase::Draining`), and the tree is escalated to SIGKILL when it passes.
+//!
+//! So is the meaning of every signal guardian reads (`classify.rs`): a stop request, a kill
+//! request, a forward, the sentinel's refused suspend, a signal guardian raised itself; and
+//! which deliveries of a stop request are one request (the fold, `classify.rs`'s header).
+//! The loop only reads the signalfd.
 
 use std::time::Duration;
 
-use crate::exit;
+use crate::exit::Outcome;
 use crate::status::WaitStatus;
 
 /// How long to keep waiting for ECHILD after SIGKILL, and after the last progress (a
@@ -43,8 +48,8 @@ pub enum Phase {
     /// SIGKILL went to the tree at `since`; waiting for ECHILD until `abandon_at` (moved by
     /// progress).
     Escalated { reason: StopReason, since: Duration, abandon_at: Duration },
-    /// Released (the provider's status) or abandoned (125): the loop returns `code`.
-    Done { code: i32 },
+    /// Released (the provider's outcome) or abandoned: the loop returns `outcome`.
+    Done { outcome: Outcome },
 }
 
 impl Phase {
@@ -57,6 +62,7 @@ impl Phase {
             Phase::Draining { .. } => "draining",
             Phase::Reaping => "reaping",
             Phase::Escalated { .. } => "escalated",
+            Phase::Done { outcome: Outcome::Abandoned } => "abandoned",
             Phase::Done { .. } => "released",
         }
     }
@@ -73,6 +79,17 @@ impl Phase {
 pub struct Config {
     /// `--forward-to`: where forwarded signals go.
     pub forward_to: Target,
+    /// `--stop-signal`: receiving it (or SIGTERM) is a stop request.
+    pub stop_signal: i32,
+    /// `--kill-signal`: receiving it is a kill request.
+    pub kill_signal: Option<i32>,
+    /// guardian's own pid (guardian proper's, behind a sentinel): a signal it sent is its own.
+    pub me: u32,
+    /// The sentinel's pid, when guardian runs behind one.
+    pub sentinel: Option<u32>,
+    /// The provider shares guardian's job's process group (guardian's group is outside its PID
+    /// namespace): a terminal's key reaches the provider directly.
+    pub provider_in_guardians_group: bool,
     /// Rounds reach every descendant (not blind mode): guardian's own stop signal then goes to
     /// the provider alone, since the group's other members hear it from the rounds.
     pub rounds_reach_descendants: bool,
@@ -112,11 +129,25 @@ pub struct State {
     /// Rounds run while this is armed (descendants are being stopped or killed).
     rescan: Option<Rescan>,
     terminal: Terminal,
+    /// The first delivery of the last stop request (the fold).
+    request: Option<Request>,
+    /// A kill request came: the outcome is the provider's, even after a timeout.
+    kill_requested: bool,
 }
 
 impl State {
     pub fn new(cfg: Config, terminal: Terminal, has_leaf: bool) -> State {
-        State { cfg, phase: Phase::Running, exit: None, echild: false, leaf_empty: !has_leaf, rescan: None, terminal }
+        State {
+            cfg,
+            phase: Phase::Running,
+            exit: None,
+            echild: false,
+            leaf_empty: !has_leaf,
+            rescan: None,
+            terminal,
+            request: None,
+            kill_requested: false,
+        }
     }
 
     pub fn phase(&self) -> Phase {
@@ -155,9 +186,7 @@ impl State {
             return out;
         }
         match what {
-            Happened::StopRequest => self.stop_request(now, &mut out),
-            Happened::Signal(sig) => out.push(Action::Forward(sig, self.cfg.forward_to)),
-            Happened::Continued { foreground } => self.continued(foreground, &mut out),
+            Happened::Signal(received) => self.received(&received, now, &mut out),
             Happened::ParentDied => self.begin_stop(StopReason::ParentDied, now, &mut out),
             Happened::Reaped { provider, descendants, echild, leaf_empty } => {
                 self.echild = echild;
@@ -187,23 +216,7 @@ impl State {
                 }
                 out.push(Action::EmitContinued);
             }
-            Happened::SuspendRefused => {
-                if let Phase::GuardianSuspended { signal, took_terminal } = self.phase {
-                    if took_terminal {
-                        // No job control above guardian (an orphaned group): ^Z means nothing
-                        // here. The terminal guardian took at this stop goes back, and the
-                        // provider goes on.
-                        self.phase = Phase::Running;
-                        self.give_terminal(&mut out);
-                        out.push(Action::ContinueProviderGroup);
-                    } else {
-                        // guardian never held the terminal (it runs in the background, the
-                        // shell has it): taking it would steal the shell's input. The provider
-                        // stays stopped, reported, as a background reader of the terminal.
-                        self.phase = Phase::ProviderStopped { signal };
-                    }
-                }
-            }
+            Happened::SuspendRefused => self.suspend_refused(&mut out),
             Happened::RoundDone { chase } => {
                 // A round that found newcomers is followed by another at once: a tree that
                 // keeps forking (or hopping to new pids) is chased at scan speed. Backing off
@@ -221,9 +234,28 @@ impl State {
         out
     }
 
-    /// SIGTERM or the stop signal: the first one starts the bounded stop, a further one ends
-    /// the grace at once (kill now).
-    fn stop_request(&mut self, now: Duration, out: &mut Vec<Action>) {
+    /// A signal guardian read: classified (`classify.rs`), then acted on.
+    fn received(&mut self, r: &Received, now: Duration, out: &mut Vec<Action>) {
+        match classify(&self.cfg, r) {
+            Meaning::StopRequest { signal, sender } => self.stop_request(signal, sender, now, out),
+            Meaning::KillRequest => self.kill_request(now, out),
+            Meaning::SuspendRefused => self.suspend_refused(out),
+            Meaning::Continued { foreground } => self.continued(foreground, out),
+            Meaning::Forward(sig) => out.push(Action::Forward(sig, self.cfg.forward_to)),
+            Meaning::SelfRaised => out.push(Action::DiscardOwn(r.signo)),
+            Meaning::Reap | Meaning::TerminalKey | Meaning::Ignore => {}
+        }
+    }
+
+    /// SIGTERM or the stop signal: the first one starts the bounded stop; a delivery of the
+    /// same signal from the same sender within the fold window is that same request (nothing
+    /// happens); any other is a further request, which ends the grace at once (kill now).
+    fn stop_request(&mut self, signal: i32, sender: Sender, now: Duration, out: &mut Vec<Action>) {
+        if !self.phase.before_stop() && self.request.is_some_and(|r| r.folds(signal, sender, now)) {
+            out.push(Action::Folded { signal });
+            return;
+        }
+        self.request = Some(Request { signal, sender, at: now });
         match self.phase {
             Phase::Stopping { reason, .. } | Phase::Draining { reason, .. } => {
                 out.push(Action::EmitStopping { reason: "kill-request", grace_ms: 0 });
@@ -235,6 +267,38 @@ impl State {
                 out.push(Action::Round { kill: true, outside_leaf: true });
             }
             _ => self.begin_stop(StopReason::Signal, now, out),
+        }
+    }
+
+    /// `--kill-signal`: SIGKILL to the provider and the tree at once, no stop signal, no grace;
+    /// guardian ends with the provider's status (it died of SIGKILL, unless it had exited).
+    fn kill_request(&mut self, now: Duration, out: &mut Vec<Action>) {
+        self.kill_requested = true;
+        out.push(Action::EmitStopping { reason: "kill-request", grace_ms: 0 });
+        match self.phase {
+            Phase::Escalated { .. } => {
+                out.push(Action::KillProvider);
+                out.push(Action::Round { kill: true, outside_leaf: true });
+            }
+            _ => self.escalate(StopReason::KillRequest, now, out),
+        }
+    }
+
+    fn suspend_refused(&mut self, out: &mut Vec<Action>) {
+        if let Phase::GuardianSuspended { signal, took_terminal } = self.phase {
+            if took_terminal {
+                // No job control above guardian (an orphaned group): ^Z means nothing
+                // here. The terminal guardian took at this stop goes back, and the
+                // provider goes on.
+                self.phase = Phase::Running;
+                self.give_terminal(out);
+                out.push(Action::ContinueProviderGroup);
+            } else {
+                // guardian never held the terminal (it runs in the background, the
+                // shell has it): taking it would steal the shell's input. The provider
+                // stays stopped, reported, as a background reader of the terminal.
+                self.phase = Phase::ProviderStopped { signal };
+            }
         }
     }
 
@@ -454,7 +518,7 @@ impl State {
         }
         if let Phase::Escalated { abandon_at, .. } = self.phase {
             if now >= abandon_at {
-                self.phase = Phase::Done { code: exit::GUARDIAN };
+                self.phase = Phase::Done { outcome: Outcome::Abandoned };
                 out.push(Action::Abandon);
             }
         }
@@ -470,19 +534,25 @@ impl State {
         if matches!(self.phase, Phase::Done { .. }) || !self.empty() {
             return;
         }
-        let timed_out = matches!(
-            self.phase,
-            Phase::Stopping { reason: StopReason::Timeout, .. }
-                | Phase::Draining { reason: StopReason::Timeout, .. }
-                | Phase::Escalated { reason: StopReason::Timeout, .. }
-        );
-        let code = exit::for_provider(status, timed_out);
-        self.phase = Phase::Done { code };
-        out.push(Action::Release { code });
+        let timed_out = !self.kill_requested
+            && matches!(
+                self.phase,
+                Phase::Stopping { reason: StopReason::Timeout, .. }
+                    | Phase::Draining { reason: StopReason::Timeout, .. }
+                    | Phase::Escalated { reason: StopReason::Timeout, .. }
+            );
+        let outcome = Outcome::of(status, timed_out);
+        self.phase = Phase::Done { outcome };
+        out.push(Action::Release { outcome });
     }
 }
 
+mod classify;
 mod vocab;
+#[cfg(test)]
+use classify::FOLD_WINDOW;
+pub use classify::Received;
+use classify::{Meaning, Request, Sender, classify};
 pub use vocab::{Action, Foreground, Happened, StopReason, Target, Terminal};
 
 #[cfg(test)]

@@ -262,12 +262,29 @@ impl Raw {
     /// and guardian proper, told apart by its `si_code` (negative: the kernel lets a process
     /// send those) and its sender's pid.
     pub fn queue(pid: i32, sig: i32, code: i32) -> Result<(), i32> {
-        // siginfo_t: si_signo, si_errno, si_code, padding, then si_pid and si_uid (128 bytes).
+        let me = rustix::process::getpid().as_raw_nonzero().get();
+        Raw::queue_info(pid, sig, code, me, rustix::process::getuid().as_raw(), 0)
+    }
+
+    /// `rt_sigqueueinfo(pid, sig, {SI_QUEUE, sender, uid, value})`: the signal as another
+    /// process sent it (the kernel lets any `SI_QUEUE` sender name the pid and uid it
+    /// reports; the permission check is the caller's own), with `value` in `si_int`. How the
+    /// sentinel passes a signal on with its original sender (`signals::forward_value`).
+    pub fn queue_as(pid: i32, sig: i32, sender: i32, uid: u32, value: i32) -> Result<(), i32> {
+        Raw::queue_info(pid, sig, libc::SI_QUEUE, sender, uid, value)
+    }
+
+    /// `rt_sigqueueinfo` with every field given: the one place the siginfo is laid out.
+    fn queue_info(pid: i32, sig: i32, code: i32, sender: i32, uid: u32, value: i32) -> Result<(), i32> {
+        // siginfo_t: si_signo, si_errno, si_code, padding, then si_pid, si_uid and the
+        // 8-byte si_value (si_int its first half on little-endian x86_64 and aarch64); 128
+        // bytes in all.
         let mut info = [0i32; 32];
         info[0] = sig;
         info[2] = code;
-        info[4] = rustix::process::getpid().as_raw_nonzero().get();
-        info[5] = rustix::process::getuid().as_raw() as i32;
+        info[4] = sender;
+        info[5] = uid as i32;
+        info[6] = value;
         // SAFETY: `info` is a live 128-byte siginfo_t the kernel reads.
         ok(unsafe { syscall4(libc::SYS_rt_sigqueueinfo, pid as usize, sig as usize, info.as_ptr() as usize, 0) })
             .map(drop)

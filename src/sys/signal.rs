@@ -162,6 +162,9 @@ pub struct SigInfo {
     pub pid: u32,
     /// `si_code`: `SI_USER` for kill() and for the kernel's parent-death signal.
     pub code: i32,
+    /// `si_int` of a queued signal (`SI_QUEUE`): the sentinel's mark on what it forwards
+    /// (`signals::forwarded_code`).
+    pub value: i32,
 }
 
 /// Creates a non-blocking, close-on-exec signalfd for `set`.
@@ -199,7 +202,7 @@ pub fn read_signalfd(fd: BorrowedFd<'_>) -> io::Result<Option<SigInfo>> {
         if n as usize != size {
             return Ok(None);
         }
-        Ok(Some(SigInfo { signo: info.ssi_signo as i32, pid: info.ssi_pid, code: info.ssi_code }))
+        Ok(Some(SigInfo { signo: info.ssi_signo as i32, pid: info.ssi_pid, code: info.ssi_code, value: info.ssi_int }))
     }
 }
 

@@ -164,3 +164,96 @@ fn exit_status_code(st: std::process::ExitStatus) -> i32 {
     use std::os::unix::process::ExitStatusExt;
     st.code().or_else(|| st.signal().map(|s| 128 + s)).expect("an exit status or a signal")
 }
+
+/// Issue 29.8: event lines never tear. Two guardians share one FIFO (one page of pipe) whose
+/// reader is slow: each has a backlog (hundreds of forwarded real-time signals, each a
+/// `signal` line, while nobody reads), and the reader then frees the pipe a page at a time,
+/// so both write into the same small gaps. Every line the reader gets parses as one event (whole lines of at
+/// most `PIPE_BUF` bytes per write are atomic; a backlog written at once tore 45-88 lines per
+/// run), and both streams end with `released`.
+#[test]
+fn two_guardians_sharing_a_fifo_never_tear_each_others_lines() {
+    const SIGNALS: usize = 300;
+    const WAVES: usize = 3;
+    let ctx = Ctx::new("events-fifo-shared");
+    let fifo = ctx.fifo("events.fifo");
+    // The reader first (guardian refuses a FIFO without one), non-blocking, slow.
+    let mut reader = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(&fifo)
+        .expect("open the FIFO for reading");
+    // One page of pipe: both guardians' backlogs wait for every page the reader frees.
+    rustix::pipe::fcntl_setpipe_size(&reader, 4096).expect("F_SETPIPE_SZ");
+    // Real-time signal 40 is ignored by the provider (an ignored signal stays ignored across
+    // exec), so the forwards are harmless.
+    let start = |n: u32| {
+        ctx.guardian()
+            .no_events()
+            .arg("--events-file")
+            .arg(&fifo)
+            .script(&format!("trap '' 40; echo $$ > ready{n}; exec {}", ctx.sleep()))
+            .spawn()
+    };
+    let mut guardians = [start(1), start(2)];
+    ctx.wait_pid_file("ready1");
+    ctx.wait_pid_file("ready2");
+    let mut text = Vec::new();
+    let mut chunk = [0u8; 4096];
+    let mut read_some = |text: &mut Vec<u8>| match reader.read(&mut chunk) {
+        Ok(n) => {
+            text.extend_from_slice(&chunk[..n]);
+            n
+        }
+        Err(_) => 0,
+    };
+    // Both spawned lines are out before the flood (so the reader has something to wait on).
+    wait_for("both spawned events", || {
+        read_some(&mut text);
+        (String::from_utf8_lossy(&text).matches("\"spawned\"").count() >= 2).then_some(())
+    });
+    // Three waves, each a backlog in both guardians, drained slowly: a page at a time.
+    let forwarded = |text: &[u8]| String::from_utf8_lossy(text).matches("\"forwarded\"").count();
+    let deadline = std::time::Instant::now() + DEADLINE;
+    for wave in 1..=WAVES {
+        for _ in 0..SIGNALS {
+            for g in &guardians {
+                // SAFETY: sigqueue on our own unreaped children (the pids the test started).
+                let value = libc::sigval { sival_ptr: std::ptr::null_mut() };
+                assert_eq!(unsafe { libc::sigqueue(g.pid(), 40, value) }, 0, "sigqueue");
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        while forwarded(&text) < 2 * SIGNALS * wave && std::time::Instant::now() < deadline {
+            read_some(&mut text);
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+    }
+    for g in &guardians {
+        g.signal(libc::SIGTERM);
+    }
+    // Read on until both have exited, then to the end of file (every write end closed).
+    wait_for("both guardians to exit", || {
+        read_some(&mut text);
+        guardians.iter_mut().all(|g| g.child.try_wait().ok().flatten().is_some()).then_some(())
+    });
+    wait_for("the end of the FIFO", || match reader.read(&mut chunk) {
+        Ok(0) => Some(()),
+        Ok(n) => {
+            text.extend_from_slice(&chunk[..n]);
+            None
+        }
+        Err(_) => None,
+    });
+    for g in &mut guardians {
+        assert_eq!(g.wait_end(), killed_by(libc::SIGTERM), "stderr: {}", g.stderr());
+    }
+    ctx.assert_nothing_left();
+    let text = String::from_utf8(text).expect("UTF-8");
+    assert!(text.ends_with('\n'), "the last line is incomplete");
+    let ev = parse_events(&text);
+    let forwarded = ev.iter().filter(|e| e["event"] == "signal" && e["reason"] == "forwarded").count();
+    assert!(forwarded > SIGNALS * WAVES, "the backlogs were small: only {forwarded} forwarded-signal lines");
+    let released = ev.iter().filter(|e| e["event"] == "released").count();
+    assert_eq!(released, 2, "both streams end: {} lines", ev.len());
+}

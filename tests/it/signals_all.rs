@@ -300,3 +300,48 @@ fn a_fault_inside_guardian_still_ends_it() {
         ctx.assert_nothing_left();
     }
 }
+
+/// Issue 29.7: a signal guardian raises itself is never forwarded. Under a low
+/// `RLIMIT_FSIZE`, guardian's own writes pass the limit (the `--events-file`, or a `-vv` log on
+/// a file) and the kernel raises SIGXFSZ at guardian (`SI_USER` from guardian's own pid).
+/// Forwarded, it killed the provider, and guardian with it. Now the failed write is handled as
+/// any failed write (the events, or the log, stop there), the signal is dropped, the provider
+/// keeps running and hears every signal actually sent to guardian, and a stop request still
+/// ends it normally.
+#[test]
+fn a_sigxfsz_from_guardians_own_write_is_not_forwarded() {
+    const LIMIT: u64 = 1024;
+    for log in [false, true] {
+        let ctx = Ctx::new(if log { "own-xfsz-log" } else { "own-xfsz-events" });
+        let events = ctx.path("events.jsonl");
+        let mut b = ctx.guardian().rlimit(libc::RLIMIT_FSIZE as i32, LIMIT);
+        b = if log {
+            b.arg("-vv")
+        } else {
+            b.no_events().args([std::ffi::OsString::from("--events-file"), events.clone().into()])
+        };
+        let mut g =
+            b.script("trap 'echo USR1 >> usr1.log' USR1; echo $$ > ready; while :; do sleep 0.05; done").spawn();
+        let provider = ctx.wait_pid_file("ready");
+        // Each forwarded signal is a `signal` event and log lines: past the limit well before
+        // the last one.
+        for n in 1..=12 {
+            g.signal(libc::SIGUSR1);
+            wait_for(&format!("the provider to hear SIGUSR1 #{n}"), || {
+                let heard = fs::read_to_string(ctx.path("usr1.log")).unwrap_or_default();
+                (heard.lines().count() >= n).then_some(())
+            });
+        }
+        let written = fs::metadata(if log { &g.stderr_path } else { &events }).map(|m| m.len()).unwrap_or(0);
+        assert!(written + 300 > LIMIT, "log {log}: guardian's writes did not reach the limit ({written} bytes)");
+        assert!(alive(provider), "log {log}: the provider died (of guardian's own SIGXFSZ): {}", g.stderr());
+        g.signal(libc::SIGTERM);
+        assert_eq!(g.wait_end(), killed_by(libc::SIGTERM), "log {log}: the stop request ends it as usual");
+        ctx.assert_nothing_left();
+        if log {
+            let ev = g.final_events();
+            assert!(find(&ev, |e| e["event"] == "signal" && e["signal"] == "SIGXFSZ").is_none(), "{ev:#?}");
+            assert_eq!(find(&ev, |e| e["event"] == "released").expect("released").1["status"], 128 + libc::SIGTERM);
+        }
+    }
+}

@@ -4,6 +4,8 @@
 
 use crate::harness::*;
 
+mod fold;
+
 /// `NSpid:` of a host pid: its pid in every namespace, outermost first.
 fn nspids(host_pid: i32) -> Option<Vec<i32>> {
     let status = std::fs::read_to_string(format!("/proc/{host_pid}/status")).ok()?;
@@ -130,8 +132,9 @@ fn provider_stopped_and_continued_from_outside_is_reported() {
     ctx.assert_nothing_left();
 }
 
-/// Kill now: with a 60 s grace and a tree that ignores SIGTERM, a second SIGTERM ends the
-/// grace at once: `stopping` with reason `kill-request`, SIGKILL to the tree, `released`.
+/// Kill now: with a 60 s grace and a tree that ignores SIGTERM, a second SIGTERM (after the
+/// fold window: `fold.rs`) ends the grace at once: `stopping` with reason `kill-request`,
+/// SIGKILL to the tree, `released`.
 #[test]
 fn second_stop_request_kills_the_tree_now() {
     let ctx = Ctx::new("kill-now");
@@ -153,6 +156,8 @@ while :; do wait; done"#,
     let first = g.wait_event("stopping (signal)", |e| e["event"] == "stopping");
     assert_eq!(first["reason"], "signal");
     assert_eq!(first["grace_ms"], 60000);
+    // A deliberate second request: later than the fold window after the first.
+    std::thread::sleep(std::time::Duration::from_millis(400));
     g.signal(libc::SIGTERM);
     assert_eq!(g.wait_end(), killed_by(libc::SIGKILL), "stderr: {}", g.stderr());
     ctx.assert_nothing_left();

@@ -214,9 +214,69 @@ stubborn svc-stubborn 2s 20s signal
 stubborn svc-stubborn-success 2s 20s success SuccessExitStatus=SIGKILL
 stubborn svc-short-timeout 10s 2s timeout
 
+# 6. One intent is one stop request (issue 29.1). With the default KillMode=control-group,
+#    `systemctl stop` sends SIGTERM to every process of the unit: the sentinel (the main
+#    process) and guardian proper both hear it, a few milliseconds apart, from PID 1. guardian
+#    folds the two into one request, so the provider, which traps TERM and cleans up for
+#    0.5 s, keeps its grace: its marker exists, it exits 0, and the unit ends inactive with
+#    Result=success (main process exited 0). Before the fold the second delivery read as
+#    "kill now" and the provider was SIGKILLed about 1 ms in.
+cat >$W/cleaner <<'EOF'
+#!/usr/bin/perl
+# A provider with a shutdown hook: on SIGTERM, 0.5 s of cleanup (no child process, which the
+# control group's SIGTERM would reach too), then the marker, then exit 0.
+my $d = $ARGV[0];
+$SIG{TERM} = sub { select(undef, undef, undef, 0.5); open(my $f, ">", "$d/cleaned"); print $f "done\n"; close $f; exit 0 };
+open(my $p, ">", "$d/provider"); print $p "$$\n"; close $p;
+sleep 1 while 1;
+EOF
+chmod 0755 $W/cleaner
+# default_killmode NAME BINARY: a unit without KillMode= (control-group), stopped.
+default_killmode() {
+    name=$1 bin=$2
+    d=$W/$name && mkdir -p $d
+    cat >/run/systemd/system/gl-$name.service <<EOF
+[Service]
+ExecStart=/usr/local/bin/$bin -vv -- $W/cleaner $d
+Environment=GUARDIAN_GRACE=10s
+TimeoutStopSec=30s
+ExecStopPost=/bin/sh -c 'echo "\$SERVICE_RESULT \$EXIT_CODE \$EXIT_STATUS" > $d/result'
+EOF
+    systemctl daemon-reload
+    systemctl start gl-$name.service
+    if ! wait_until 30 test -s $d/provider; then
+        fail "$name" "the provider never ran: $(systemctl status gl-$name.service 2>&1 | tail -5)"
+        return
+    fi
+    timeout 60 systemctl stop gl-$name.service
+    wait_until 10 test -s $d/result
+    read -r result code st <$d/result
+    state=$(systemctl is-active gl-$name.service)
+    marker=$(cat $d/cleaned 2>/dev/null)
+    info "$name ($bin, default KillMode): $state, SERVICE_RESULT=$result EXIT_CODE=$code EXIT_STATUS=$st marker=${marker:-none}"
+    if [ "$bin" = guardian-before ]; then
+        info "BEFORE $name: marker ${marker:-missing}, main process $code $st"
+        systemctl reset-failed gl-$name.service 2>/dev/null
+        return
+    fi
+    ok=1
+    wait_until 10 gone "$(cat $d/provider)" || { fail "$name" "the provider is still running"; ok=0; }
+    [ "$marker" = done ] || { fail "$name" "no cleanup marker: the provider lost its grace"; ok=0; }
+    [ "$state" = inactive ] && [ "$result" = success ] || { fail "$name" "the unit ended $state, $result"; ok=0; }
+    [ "$code $st" = "exited 0" ] || { fail "$name" "main process $code $st, expected exited 0"; ok=0; }
+    if journalctl -q -u gl-$name.service -o cat | grep -q 'kill-request'; then
+        fail "$name" "guardian read a second stop request: $(journalctl -q -u gl-$name.service -o cat | grep -m1 kill-request)"
+        ok=0
+    fi
+    systemctl reset-failed gl-$name.service 2>/dev/null
+    [ $ok = 1 ] && pass "$name"
+}
+default_killmode svc-default-killmode guardian
+
 if [ -x /usr/local/bin/guardian-before ]; then
     unit_test svc-before-plain guardian-before control-group ""
     unit_test svc-before-cgroup guardian-before mixed "--cgroup auto"
+    default_killmode svc-before-default-killmode guardian-before
 fi
 
 say GL-DONE

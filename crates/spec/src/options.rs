@@ -174,6 +174,12 @@ options! {
         help: "Signal sent to the tree to stop it (name or number: TERM, INT, HUP, 15, RTMIN+2); receiving \
                it is a stop request, like SIGTERM. Not KILL (use --grace 0), STOP, CONT, CHLD, TSTP, TTIN or TTOU",
     }
+    KillSignal {
+        long: "kill-signal", env: Some("GUARDIAN_KILL_SIGNAL"), kind: Kind::Signal, value_name: Some("SIG"),
+        help: "Receiving this signal is a kill request: SIGKILL to COMMAND and its whole tree at once, no \
+               stop signal, no grace; guardian ends as COMMAND did (killed by SIGKILL). No default; the drivers \
+               use RTMAX. Not TERM or the stop signal, nor KILL, STOP, CONT, CHLD, TSTP, TTIN or TTOU",
+    }
     ForwardTo {
         long: "forward-to", env: Some("GUARDIAN_FORWARD_TO"), kind: Kind::Choice("provider group"),
         value_name: Some("TARGET"), default: Some("provider"),

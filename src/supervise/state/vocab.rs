@@ -2,6 +2,8 @@
 //! what it tells the loop to do (`Action`), and the values they carry (`StopReason`,
 //! `Target`, who holds the terminal).
 
+use super::Received;
+use crate::exit::Outcome;
 use crate::status::WaitStatus;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -12,6 +14,8 @@ pub enum StopReason {
     ParentDied,
     /// The provider exited on its own.
     ProviderExit,
+    /// `--kill-signal`: SIGKILL at once.
+    KillRequest,
 }
 
 impl StopReason {
@@ -21,6 +25,7 @@ impl StopReason {
             StopReason::Timeout => "timeout",
             StopReason::ParentDied => "parent-died",
             StopReason::ProviderExit => "exit",
+            StopReason::KillRequest => "kill-request",
         }
     }
 }
@@ -53,14 +58,8 @@ pub use crate::signals::Target;
 /// What the loop observed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Happened {
-    /// SIGTERM or the configured stop signal.
-    StopRequest,
-    /// Any other signal that is passed on to the provider.
-    Signal(i32),
-    /// SIGCONT reached guardian; `foreground`: guardian's group now holds the terminal.
-    Continued {
-        foreground: bool,
-    },
+    /// A signal read from the signalfd (the state machine classifies it).
+    Signal(Received),
     ParentDied,
     /// One reap pass: the provider's status if it was reaped now, how many descendants were
     /// reaped, whether `waitpid` ended with ECHILD, and the leaf's `populated` state if read
@@ -135,9 +134,16 @@ pub enum Action {
     /// group, guardian's parent included when guardian does not lead it); report
     /// `SuspendRefused` if the kernel did not stop guardian.
     SuspendSelf(i32),
-    /// Emit `released`, remove the leaf, close events; exit with `code`.
+    /// A stop request's further delivery (same signal, same sender, within the fold
+    /// window): the same request, nothing to do but say so in the log.
+    Folded {
+        signal: i32,
+    },
+    /// A signal guardian raised itself (`classify::self_raised`): dropped, and said in the log.
+    DiscardOwn(i32),
+    /// Emit `released`, remove the leaf, close events; guardian ends with `outcome`.
     Release {
-        code: i32,
+        outcome: Outcome,
     },
     /// Descendants remain that cannot be reached: emit `error`, exit 125.
     Abandon,
