@@ -538,7 +538,8 @@ fn help_and_version_are_printed() {
     assert_eq!(hand(&["doctor", "--help"], &[]), Outcome::Print(help::DOCTOR.into()));
     assert_eq!(hand(&["sweep", "-h"], &[]), Outcome::Print(help::SWEEP.into()));
     for v in ["-V", "--version"] {
-        assert_eq!(hand(&[v], &[]), Outcome::Print(format!("guardian {}\n", env!("CARGO_PKG_VERSION"))));
+        let want = format!("guardian {} ({})\n", env!("CARGO_PKG_VERSION"), env!("GUARDIAN_BUILD_INFO"));
+        assert_eq!(hand(&[v], &[]), Outcome::Print(want));
     }
     // Help names each option's variable with its value, as clap did.
     match hand(&["-h"], &[("GUARDIAN_GRACE", "5s")]) {
