@@ -43,7 +43,9 @@ impl TypedValueParser for ByKind {
 /// The clap definition, built now (clap reads the variables when it is built), with
 /// guardian's value parsers (a choice's words stay clap's possible values, as in the help).
 fn clap_command() -> clap::Command {
-    treeguardian_spec::clap::command(env!("CARGO_PKG_VERSION"), &|o| {
+    // The version as `--version` prints it: the package version, the commit and the target.
+    let version = concat!(env!("CARGO_PKG_VERSION"), " (", env!("GUARDIAN_BUILD_INFO"), ")");
+    treeguardian_spec::clap::command(version, &|o| {
         Some(match o.kind() {
             Kind::Choice(words) => ValueParser::new(
                 clap::builder::PossibleValuesParser::new(words.split(' '))
