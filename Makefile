@@ -164,3 +164,25 @@ VM_ARCHES ?= all
 .PHONY: vm-test
 vm-test:
 	tests/vm/run $(VM_ARCHES)
+
+# A release (issue 31; the checklist is in README's Development section).
+# dist: every artefact into $(DIST_DIR) (scripts/dist.sh: static binaries x86_64 + aarch64,
+# wheels, sdist, npm tarballs, .crate files, .deb, the container image where podman is, and
+# SHA256SUMS; SKIPPED lists what this machine could not build and the command that fixes it).
+# dist-check: each ecosystem's own pre-publish check on it (scripts/dist-check.sh).
+# dist-install-check: a new user's install from only $(DIST_DIR), following the READMEs, into an
+# empty venv, npm project and cargo project, each running its README example.
+# check-reproducible: the static binaries, built from HEAD in two directories, are identical.
+DIST_DIR ?= dist
+.PHONY: dist dist-check dist-install-check check-reproducible
+dist:
+	DIST_DIR=$(DIST_DIR) bash scripts/dist.sh
+
+dist-check:
+	DIST_DIR=$(DIST_DIR) bash scripts/dist-check.sh
+
+dist-install-check:
+	DIST_DIR=$(DIST_DIR) bash scripts/dist-install-check.sh
+
+check-reproducible:
+	bash scripts/check-reproducible.sh
