@@ -102,7 +102,7 @@ if ! cargo deb --version >/dev/null 2>&1; then
 fi
 for triple in "${built[@]}"; do
     # Already stripped (the release profile); the binary build-static.sh made, not a new one.
-    cargo deb --package treeguardian --no-build --no-strip --target "$triple" --output "$out/deb/" >&2
+    cargo deb --package treeguardian --variant static --no-build --no-strip --target "$triple" --output "$out/deb/" >&2
 done
 
 step "container image (podman save)"
