@@ -24,7 +24,7 @@ step() { printf '\n== dist-install-check: %s (%s)\n' "$*" "$(date +%T)"; }
 tagged() {
     local p c
     for p in /proc/[0-9]*; do
-        c=$(tr '\0' ' ' <"$p/cmdline" 2>/dev/null) || continue
+        { c=$(tr '\0' ' ' <"$p/cmdline"); } 2>/dev/null || continue
         case $c in "sleep $nonce"*) echo "${p#/proc/}" ;; esac
     done
 }
