@@ -123,7 +123,6 @@ static:
 
 # Static musl build (no C toolchain: guardian has no C code). Needs the rustup target; without
 # it, fails naming the one command that adds it (a build never adds it itself).
-MUSL_TARGET = $(subst -gnu,-musl,$(HOST_TARGET))
 musl:
 	@bin=$$(sh scripts/build-static.sh $(HOST_ARCH)) && ls -l "$$bin"
 

@@ -41,7 +41,8 @@ sep=$(printf '\037')
 # Later remaps win in rustc: the target directory may lie inside the checkout.
 flags="--remap-path-prefix=$root=/guardian$sep--remap-path-prefix=$cargo_home=/cargo$sep--remap-path-prefix=$target_dir=/target"
 
-if ! rustup target list --installed 2>/dev/null | grep -qx "$triple"; then
+# Installed = its standard library is in the toolchain's sysroot (rustup or not).
+if [ ! -d "$(rustc --print sysroot)/lib/rustlib/$triple/lib" ]; then
     if [ "$arch" = "$host" ] && [ "$fallback" = "--glibc-fallback" ]; then
         triple=$arch-unknown-linux-gnu
         echo "build-static: the rustup target $arch-unknown-linux-musl is not installed (add it with: rustup target add $arch-unknown-linux-musl); building the fallback, static glibc ($triple, crt-static)" >&2
