@@ -5,6 +5,10 @@
 # the host's static glibc fallback when its musl target is not installed). Exit 1 naming the
 # architecture whose hashes differ. Run by CI (.ci/run) after make dist.
 #
+# The first build uses the default target directory (target/ in its clone); the second sets
+# CARGO_TARGET_DIR to a directory outside its clone and builds the host's binary through
+# `make release`, so a build that ignores CARGO_TARGET_DIR fails here too.
+#
 # Environment: REPRO_DIR (default: a new directory under $TMPDIR, removed afterwards).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -32,13 +36,22 @@ for arch in x86_64 aarch64; do
     sums=()
     for d in "${dirs[@]}"; do
         rc=0
-        bin=$(cd "$d" && CARGO_FLAGS=--frozen CARGO_TARGET_DIR="$d/target" nice -n 10 sh scripts/build-static.sh "$arch" $fb) || rc=$?
+        if [ "$d" = "${dirs[0]}" ]; then
+            bin=$(cd "$d" && env -u CARGO_TARGET_DIR CARGO_FLAGS=--frozen nice -n 10 sh scripts/build-static.sh "$arch" $fb) || rc=$?
+        elif [ "$arch" = "$host" ]; then
+            # make release, CARGO_TARGET_DIR outside the clone: the binary must be where it says.
+            out=$(cd "$d" && CARGO_FLAGS=--frozen CARGO_TARGET_DIR="$work/elsewhere" nice -n 10 make --no-print-directory release) || rc=$?
+            bin=$work/elsewhere/dist/guardian
+            [ $rc != 0 ] || [ "$out" = "release: $bin" ] || { say "make release: '$out', expected 'release: $bin'" >&2; exit 1; }
+        else
+            bin=$(cd "$d" && CARGO_FLAGS=--frozen CARGO_TARGET_DIR="$work/elsewhere" nice -n 10 sh scripts/build-static.sh "$arch" $fb) || rc=$?
+        fi
         if [ $rc = 3 ]; then
             say "SKIPPED $arch (reason above)"
             continue 2
         fi
         [ $rc = 0 ] || exit $rc
-        sums+=("$(sha256sum <"$bin" | cut -d' ' -f1) $(basename "$(dirname "$(dirname "$bin")")")")
+        sums+=("$(sha256sum <"$bin" | cut -d' ' -f1)")
     done
     compared=$((compared + 1))
     if [ "${sums[0]}" = "${sums[1]}" ]; then

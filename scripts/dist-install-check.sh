@@ -106,10 +106,11 @@ else
     fail "cargo install --path crates/treeguardian-$version"
 fi
 cargo new --quiet demo
+# The patch first: cargo add resolves the client's treeguardian-spec dependency at once.
+printf '\n[patch.crates-io]\ntreeguardian-spec = { path = "../crates/treeguardian-spec-%s" }\n' "$version" >>demo/Cargo.toml
+(cd demo && cargo add --quiet treeguardian-client --path "../crates/treeguardian-client-$version") || fail "cargo add treeguardian-client"
 (
     cd demo
-    cargo add --quiet treeguardian-client --path "../crates/treeguardian-client-$version"
-    printf '\n[patch.crates-io]\ntreeguardian-spec = { path = "../crates/treeguardian-spec-%s" }\n' "$version" >>Cargo.toml
     # The README's "Without rmcp" example (crates/client/README.md), with this provider.
     cat >src/main.rs <<EOF
 use std::process::Stdio;
