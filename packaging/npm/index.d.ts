@@ -74,10 +74,10 @@ export interface SpawnedEvent extends EventBase {
   pgid: number;
   guardian_pid: number;
   mode: 'subreaper' | 'pid1' | 'cgroup';
+  /** guardian's version (0.2.0 on); the driver refuses a guardian without it or older. */
+  version?: string;
   /** the leaf cgroup's path, or null */
   cgroup: string | null;
-  /** guardian's version, e.g. '0.2.0' (checked against spec/driver.json's min_guardian_version) */
-  version: string;
 }
 export interface StoppingEvent extends EventBase {
   event: 'stopping';
