@@ -6,20 +6,19 @@ CARGO ?= cargo
 build:
 	$(CARGO) build
 
-# The shipped binary is static: musl (static-pie; about 40 kB private memory per resident
-# guardian) when its rustup target is installed or can be added, else glibc crt-static
-# (static-pie; about 75 kB). Both keep ASLR. It lands in $(DIST).
+# The cargo target directory: $(CARGO_TARGET_DIR) when set (cargo's convention), else target/.
+TARGET_DIR := $(abspath $(or $(CARGO_TARGET_DIR),target))
 HOST_TARGET := $(shell rustc -vV 2>/dev/null | sed -n 's/^host: //p')
-DIST = target/dist/guardian
+HOST_ARCH := $(shell uname -m)
+
+# The shipped binary is static: musl (static-pie; about 40 kB private memory per resident
+# guardian) when its rustup target is installed, else (said on stderr, with the command that adds
+# the target) glibc crt-static (static-pie; about 75 kB). Both keep ASLR. Built reproducibly by
+# scripts/build-static.sh (no `rustup target add`, ever). It lands in $(DIST).
+DIST = $(TARGET_DIR)/dist/guardian
 
 release:
-	@if rustup target list --installed 2>/dev/null | grep -qx $(MUSL_TARGET) || \
-	   timeout 120 rustup target add $(MUSL_TARGET) >/dev/null 2>&1; then \
-		$(MAKE) --no-print-directory musl && install -D -m 0755 target/$(MUSL_TARGET)/release/guardian $(DIST); \
-	else \
-		echo "release: the $(MUSL_TARGET) target is not available; building static glibc instead"; \
-		$(MAKE) --no-print-directory static && install -D -m 0755 target/$(STATIC_TARGET)/release/guardian $(DIST); \
-	fi
+	@bin=$$(sh scripts/build-static.sh $(HOST_ARCH) --glibc-fallback) && install -D -m 0755 "$$bin" $(DIST)
 	@echo "release: $(DIST)"
 
 # The README's test command; .ci/run calls it. Two passes:
@@ -34,18 +33,18 @@ HOOK_TESTS = namespaces::reused_pid_is_never_signalled \
 	supervise_stop::a_signal_during_start_up_is_handled_as_once_guardian_runs \
 	doctor::a_full_proc_listing_is_reported_as_a_note \
 	sentinel::a_sentinel_killed_while_guardian_checks_it_still_ends_in_a_teardown
-SKIP_LOG = target/test-skips.log
+SKIP_LOG = $(TARGET_DIR)/test-skips.log
 
 test:
-	@mkdir -p target && rm -f $(SKIP_LOG)
-	GUARDIAN_TEST_SKIP_LOG=$(CURDIR)/$(SKIP_LOG) $(CARGO) test --all-targets
+	@mkdir -p $(TARGET_DIR) && rm -f $(SKIP_LOG)
+	GUARDIAN_TEST_SKIP_LOG=$(SKIP_LOG) $(CARGO) test --all-targets
 	# The spec crate (spec/events.json current), xtask, and the Rust client (its rmcp tests
-	# included; they run the guardian the line above built, target/debug/guardian).
+	# included; they run the guardian the line above built, $(TARGET_DIR)/debug/guardian).
 	$(CARGO) test --package treeguardian-spec --package xtask --package treeguardian-client
 	@missing=$$(sed -n 's/^SKIPPED: \(.*\): needs the test-hooks feature.*/\1/p' $(SKIP_LOG) 2>/dev/null | \
 		grep -vxF $(foreach t,$(HOOK_TESTS),-e $(t))); \
 	if [ -n "$$missing" ]; then echo "make test: add to HOOK_TESTS (they need test-hooks): $$missing" >&2; exit 1; fi
-	GUARDIAN_TEST_SKIP_LOG=$(CURDIR)/$(SKIP_LOG) $(CARGO) test --features test-hooks --test it -- --exact $(HOOK_TESTS)
+	GUARDIAN_TEST_SKIP_LOG=$(SKIP_LOG) $(CARGO) test --features test-hooks --test it -- --exact $(HOOK_TESTS)
 
 lint:
 	$(CARGO) fmt --all --check
@@ -111,7 +110,7 @@ check-generated:
 spec-events:
 	GUARDIAN_BLESS=1 $(CARGO) test --quiet --package treeguardian-spec --test generated
 
-# Debian package (needs cargo-deb: cargo install cargo-deb --locked). Output: target/debian/.
+# Debian package (needs cargo-deb: cargo install cargo-deb --locked). Output: $(TARGET_DIR)/debian/.
 deb:
 	$(CARGO) deb --package treeguardian
 
@@ -119,21 +118,19 @@ deb:
 # scripts and proc-macros, which must stay dynamic.
 STATIC_TARGET = $(HOST_TARGET)
 static:
-	RUSTFLAGS="-C target-feature=+crt-static" $(CARGO) build --release --package treeguardian --target $(STATIC_TARGET)
-	@ls -l target/$(STATIC_TARGET)/release/guardian
-	@file target/$(STATIC_TARGET)/release/guardian 2>/dev/null || true
+	RUSTFLAGS="-C target-feature=+crt-static" $(CARGO) build --locked --release --package treeguardian --target $(STATIC_TARGET)
+	@ls -l $(TARGET_DIR)/$(STATIC_TARGET)/release/guardian
+	@file $(TARGET_DIR)/$(STATIC_TARGET)/release/guardian 2>/dev/null || true
 
-# Static musl build; needs the rustup target (no C toolchain: guardian has no C code).
-MUSL_TARGET = $(subst -gnu,-musl,$(HOST_TARGET))
+# Static musl build (no C toolchain: guardian has no C code). Needs the rustup target; without
+# it, fails naming the one command that adds it (a build never adds it itself).
 musl:
-	@rustup target list --installed 2>/dev/null | grep -qx $(MUSL_TARGET) || rustup target add $(MUSL_TARGET) || \
-		{ echo "make musl: could not add the $(MUSL_TARGET) target with rustup; install it and retry" >&2; exit 1; }
-	$(CARGO) build --release --package treeguardian --target $(MUSL_TARGET)
-	@ls -l target/$(MUSL_TARGET)/release/guardian
+	@bin=$$(sh scripts/build-static.sh $(HOST_ARCH)) && ls -l "$$bin"
 
 # npm platform packages of treeguardian: the static musl guardian for linux-x64 and
-# linux-arm64 (cross-linked with rust-lld; skipped when its rustup target cannot be added) in
-# packaging/npm/platforms/*/bin/, ELF headers checked, packed with the driver into target/npm/.
+# linux-arm64 (scripts/build-static.sh; a platform whose rustup target is not installed is
+# skipped, naming the command that adds it) in packaging/npm/platforms/*/bin/, ELF headers
+# checked, packed with the driver into $(TARGET_DIR)/npm/.
 .PHONY: npm-packages
 npm-packages:
 	sh packaging/npm/build-packages.sh
@@ -145,11 +142,12 @@ npm-packages:
 container-test:
 	bash tests/container/run.sh
 # Python wheels of treeguardian (packaging/python): the static musl guardian for x86_64 and
-# aarch64 (cross-linked with rust-lld, as npm-packages does) as a script of each platform
-# wheel, tagged for glibc and musl distributions, and the sdist (which refuses to build), in
-# target/wheels/. A target whose rustup target cannot be added is skipped with the reason.
+# aarch64 (scripts/build-static.sh, as npm-packages) as a script of each platform wheel,
+# tagged for glibc and musl distributions, and the sdist (which refuses to build), in
+# $(TARGET_DIR)/wheels/. A target whose rustup target is not installed is skipped, naming the
+# command that adds it.
 .PHONY: wheels python-test
-WHEELS = target/wheels
+WHEELS = $(TARGET_DIR)/wheels
 wheels:
 	sh packaging/python/build-wheels.sh $(WHEELS)
 
@@ -166,3 +164,25 @@ VM_ARCHES ?= all
 .PHONY: vm-test
 vm-test:
 	tests/vm/run $(VM_ARCHES)
+
+# A release (issue 31; the checklist is in README's Development section).
+# dist: every artefact into $(DIST_DIR) (scripts/dist.sh: static binaries x86_64 + aarch64,
+# wheels, sdist, npm tarballs, .crate files, .deb, the container image where podman is, and
+# SHA256SUMS; SKIPPED lists what this machine could not build and the command that fixes it).
+# dist-check: each ecosystem's own pre-publish check on it (scripts/dist-check.sh).
+# dist-install-check: a new user's install from only $(DIST_DIR), following the READMEs, into an
+# empty venv, npm project and cargo project, each running its README example.
+# check-reproducible: the static binaries, built from HEAD in two directories, are identical.
+DIST_DIR ?= dist
+.PHONY: dist dist-check dist-install-check check-reproducible
+dist:
+	DIST_DIR=$(DIST_DIR) bash scripts/dist.sh
+
+dist-check:
+	DIST_DIR=$(DIST_DIR) bash scripts/dist-check.sh
+
+dist-install-check:
+	DIST_DIR=$(DIST_DIR) bash scripts/dist-install-check.sh
+
+check-reproducible:
+	bash scripts/check-reproducible.sh

@@ -24,9 +24,10 @@ if ! command -v cargo-deb >/dev/null && ! cargo deb --version >/dev/null 2>&1; t
 fi
 
 say "building the package"
-rm -f target/debian/guardian_*.deb
+target_dir=${CARGO_TARGET_DIR:-target}
+rm -f "$target_dir"/debian/guardian_*.deb
 make deb
-deb=$(ls target/debian/guardian_*.deb)
+deb=$(ls "$target_dir"/debian/guardian_*.deb)
 say "built $deb ($(stat -c %s "$deb") bytes)"
 
 installed=0
@@ -46,7 +47,8 @@ say "installed: $(dpkg-query -W -f='${Package} ${Version}' guardian)"
 
 want="guardian $(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n1)"
 got=$(/usr/bin/guardian --version)
-[ "$got" = "$want" ] || die "guardian --version printed '$got', expected '$want'"
+# `guardian VERSION (COMMIT TARGET)`
+case "$got" in "$want ("*" "*")") ;; *) die "guardian --version printed '$got', expected '$want (COMMIT TARGET)'" ;; esac
 say "guardian --version: $got"
 
 page=$(man -w guardian) || die "man -w guardian found no page"

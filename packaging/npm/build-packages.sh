@@ -5,18 +5,22 @@
 #   platforms/linux-x64/bin/guardian    x86_64-unknown-linux-musl, static
 #   platforms/linux-arm64/bin/guardian  aarch64-unknown-linux-musl, static
 #
-# and packs them with treeguardian into $OUT (default target/npm/ at the
-# repository root). Each binary's ELF header is checked (machine, no
-# interpreter). The host's platform must build; another one is cross-linked
-# with rust-lld (shipped with rustup, no C cross toolchain needed) and skipped
-# with the reason printed when its target cannot be added.
+# and packs them with treeguardian into $OUT (default: npm/ in the cargo target
+# directory, $CARGO_TARGET_DIR or target/). Each binary's ELF header is checked
+# (machine, no interpreter). The binaries come from scripts/build-static.sh
+# (reproducible; the other architecture cross-linked with rust-lld). The host's
+# platform must build (static glibc when the musl target is not installed); the
+# other one is skipped, naming `rustup target add ...`, when its target is not
+# installed. This script never adds a rustup target.
 #
 # Usage: sh packaging/npm/build-packages.sh [--no-pack]
 set -eu
 npmdir=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$npmdir/../.." && pwd)
-OUT=${OUT:-$root/target/npm}
-CARGO=${CARGO:-cargo}
+target_dir=${CARGO_TARGET_DIR:-$root/target}
+case $target_dir in /*) ;; *) target_dir=$(pwd)/$target_dir ;; esac
+export CARGO_TARGET_DIR="$target_dir"
+OUT=${OUT:-$target_dir/npm}
 pack=1
 [ "${1:-}" = "--no-pack" ] && pack=0
 
@@ -24,35 +28,18 @@ host=$(uname -m)
 version=$(node -p "require('$npmdir/package.json').version")
 built=""
 
-build() { # build TRIPLE DIR MACHINE
-  triple=$1 dir=$2 machine=$3
-  case $triple in "$host"-*) native=1 ;; *) native=0 ;; esac
-  if ! rustup target list --installed 2>/dev/null | grep -qx "$triple" &&
-     ! timeout 180 rustup target add "$triple" >/dev/null 2>&1; then
-    if [ $native = 1 ]; then
-      # The explicit fallback (as `make release` does): static glibc, also a static-pie that
-      # runs on any distribution.
-      gnu=$(echo "$triple" | sed 's/-musl$/-gnu/')
-      echo "build-packages: the rustup target $triple cannot be added; building $dir as static glibc ($gnu, crt-static) instead"
-      (cd "$root" && RUSTFLAGS="-C target-feature=+crt-static" $CARGO build --release --package treeguardian --target "$gnu")
-      finish "$root/target/$gnu/release/guardian" "$dir" "$machine"
-      return 0
-    fi
-    echo "build-packages: SKIPPED $dir: the rustup target $triple cannot be added here"
+build() { # build ARCH DIR: scripts/build-static.sh (the host's arch falls back to static glibc)
+  arch=$1 dir=$2
+  fb=""
+  [ "$arch" = "$host" ] && fb=--glibc-fallback
+  rc=0
+  bin=$(sh "$root/scripts/build-static.sh" "$arch" $fb) || rc=$?
+  if [ $rc = 3 ]; then
+    echo "build-packages: SKIPPED $dir (reason above)"
     return 0
   fi
-  if [ $native = 1 ]; then
-    (cd "$root" && $CARGO build --release --package treeguardian --target "$triple")
-  else
-    # Cross-link with the rust-lld that rustup ships; musl targets need no C code.
-    var=$(echo "$triple" | tr 'a-z-' 'A-Z_')
-    if ! (cd "$root" && env "CARGO_TARGET_${var}_LINKER=rust-lld" "CARGO_TARGET_${var}_RUSTFLAGS=-C linker-flavor=ld.lld" \
-      $CARGO build --release --package treeguardian --target "$triple"); then
-      echo "build-packages: SKIPPED $dir: cross-building $triple with rust-lld failed (output above)"
-      return 0
-    fi
-  fi
-  finish "$root/target/$triple/release/guardian" "$dir" "$machine"
+  [ $rc = 0 ] || exit $rc
+  finish "$bin" "$dir" "$arch"
 }
 
 finish() { # finish BINARY DIR MACHINE: check, place, record
@@ -67,8 +54,8 @@ finish() { # finish BINARY DIR MACHINE: check, place, record
   built="$built $dir"
 }
 
-build x86_64-unknown-linux-musl linux-x64 x86_64
-build aarch64-unknown-linux-musl linux-arm64 aarch64
+build x86_64 linux-x64
+build aarch64 linux-arm64
 echo "build-packages: built:$built"
 
 if [ $pack = 1 ]; then

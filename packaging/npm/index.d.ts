@@ -74,6 +74,8 @@ export interface SpawnedEvent extends EventBase {
   pgid: number;
   guardian_pid: number;
   mode: 'subreaper' | 'pid1' | 'cgroup';
+  /** guardian's version (0.2.0 on); the driver refuses a guardian without it or older. */
+  version?: string;
   /** the leaf cgroup's path, or null */
   cgroup: string | null;
 }

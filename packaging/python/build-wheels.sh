@@ -1,39 +1,33 @@
 #!/bin/sh
-# Builds treeguardian's wheels: the static musl guardian for x86_64 and aarch64 (the host's
-# natively, the other cross-linked with rust-lld, shipped with rustup: no C cross toolchain),
-# each ELF-checked and placed as the wheel's script, plus the sdist. Output: $1 (target/wheels).
-# A target whose rustup target cannot be added is skipped with the reason printed; the host's
-# own must build.
+# Builds treeguardian's wheels: the static musl guardian for x86_64 and aarch64 (from
+# scripts/build-static.sh: reproducible, the other architecture cross-linked with rust-lld),
+# each ELF-checked and placed as the wheel's script, plus the sdist. Output: $1 (default:
+# wheels/ in the cargo target directory, $CARGO_TARGET_DIR or target/). An architecture whose
+# rustup target is not installed is skipped, naming the command that adds it; the host's own
+# falls back to static glibc. This script never adds a rustup target.
 set -eu
 pydir=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$pydir/../.." && pwd)
-out=${1:-$root/target/wheels}
-case $out in /*) ;; *) out=$root/$out ;; esac
-CARGO=${CARGO:-cargo}
+target_dir=${CARGO_TARGET_DIR:-$root/target}
+case $target_dir in /*) ;; *) target_dir=$(pwd)/$target_dir ;; esac
+export CARGO_TARGET_DIR="$target_dir"
+out=${1:-$target_dir/wheels}
+case $out in /*) ;; *) out=$(pwd)/$out ;; esac
 host=$(uname -m)
 rm -f "$out"/treeguardian-*.whl "$out"/treeguardian-*.tar.gz
 mkdir -p "$out"
 
 for arch in x86_64 aarch64; do
-  triple=$arch-unknown-linux-musl
-  if ! rustup target list --installed 2>/dev/null | grep -qx "$triple" &&
-     ! timeout 180 rustup target add "$triple" >/dev/null 2>&1; then
-    if [ "$arch" = "$host" ]; then
-      echo "build-wheels: the rustup target $triple cannot be added; the host's wheel needs it" >&2
-      exit 1
-    fi
-    echo "build-wheels: SKIPPED $arch: the rustup target $triple cannot be added here"
+  fb=""
+  [ "$arch" = "$host" ] && fb=--glibc-fallback
+  rc=0
+  bin=$(sh "$root/scripts/build-static.sh" "$arch" $fb) || rc=$?
+  if [ $rc = 3 ]; then
+    echo "build-wheels: SKIPPED $arch (reason above)"
     continue
   fi
-  if [ "$arch" = "$host" ]; then
-    (cd "$root" && $CARGO build --release --package treeguardian --target "$triple")
-  else
-    var=$(echo "$triple" | tr 'a-z-' 'A-Z_')
-    (cd "$root" && env "CARGO_TARGET_${var}_LINKER=rust-lld" "CARGO_TARGET_${var}_RUSTFLAGS=-C linker-flavor=ld.lld" \
-      $CARGO build --release --package treeguardian --target "$triple")
-  fi
-  python3 "$pydir/build_backend/treeguardian_build.py" wheel \
-    --binary "$root/target/$triple/release/guardian" --arch "$arch" --out "$out"
+  [ $rc = 0 ] || exit $rc
+  python3 "$pydir/build_backend/treeguardian_build.py" wheel --binary "$bin" --arch "$arch" --out "$out"
 done
 python3 "$pydir/build_backend/treeguardian_build.py" sdist --out "$out"
 ls -l "$out"

@@ -44,8 +44,9 @@ pub mod help {
     pub const DOCTOR: &str = include_str!("../../man/help/guardian-doctor.txt");
 }
 
-/// `guardian --version`.
-pub const VERSION: &str = concat!("guardian ", env!("CARGO_PKG_VERSION"), "\n");
+/// `guardian --version`: `guardian 0.2.0 (<commit> <target>)`, the commit and target from build.rs
+/// (`unknown` for a build outside git). Drivers read the version from the `spawned` event instead.
+pub const VERSION: &str = concat!("guardian ", env!("CARGO_PKG_VERSION"), " (", env!("GUARDIAN_BUILD_INFO"), ")\n");
 
 /// Log verbosity: 0 quiet (fatal only), 1 warnings (default), 2 info (-v), 3 debug (-vv), 4 (-vvv).
 pub fn verbosity(cli: &Cli) -> u8 {

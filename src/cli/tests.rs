@@ -45,7 +45,9 @@ impl TypedValueParser for ByOpt {
 /// The clap definition, built now (clap reads the variables when it is built), with
 /// guardian's value parsers (a choice's words stay clap's possible values, as in the help).
 fn clap_command() -> clap::Command {
-    treeguardian_spec::clap::command(env!("CARGO_PKG_VERSION"), &|o| {
+    // The version as `--version` prints it: the package version, the commit and the target.
+    let version = concat!(env!("CARGO_PKG_VERSION"), " (", env!("GUARDIAN_BUILD_INFO"), ")");
+    treeguardian_spec::clap::command(version, &|o| {
         Some(match o.kind() {
             Kind::Choice(words) => ValueParser::new(
                 clap::builder::PossibleValuesParser::new(words.split(' '))
@@ -510,7 +512,8 @@ fn help_and_version_are_printed() {
     assert_eq!(hand(&["doctor", "--help"], &[]), Outcome::Print(help::DOCTOR.into()));
     assert_eq!(hand(&["sweep", "-h"], &[]), Outcome::Print(help::SWEEP.into()));
     for v in ["-V", "--version"] {
-        assert_eq!(hand(&[v], &[]), Outcome::Print(format!("guardian {}\n", env!("CARGO_PKG_VERSION"))));
+        let want = format!("guardian {} ({})\n", env!("CARGO_PKG_VERSION"), env!("GUARDIAN_BUILD_INFO"));
+        assert_eq!(hand(&[v], &[]), Outcome::Print(want));
     }
     // Help names each option's variable with its value, as clap did.
     match hand(&["-h"], &[("GUARDIAN_GRACE", "5s")]) {

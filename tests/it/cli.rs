@@ -37,7 +37,7 @@ fn help_and_version_go_to_stdout_with_status_0() {
         (&["-v", "--help", "--grace", "bad"], include_str!("../../man/help/guardian.long.txt")),
         (&["sweep", "--help"], include_str!("../../man/help/guardian-sweep.txt")),
         (&["doctor", "-h"], include_str!("../../man/help/guardian-doctor.txt")),
-        (&["--version"], concat!("guardian ", env!("CARGO_PKG_VERSION"), "\n")),
+        (&["--version"], concat!("guardian ", env!("CARGO_PKG_VERSION"), " (", env!("GUARDIAN_BUILD_INFO"), ")\n")),
     ];
     for (args, expected) in cases {
         let out = run(&mut guardian(args));
@@ -46,10 +46,37 @@ fn help_and_version_go_to_stdout_with_status_0() {
         assert!(out.stderr.is_empty(), "{args:?}: {}", text(&out.stderr));
     }
     let out = run(guardian(&["-V"]).env("GUARDIAN_GRACE", "bad"));
-    assert_eq!((out.status.code(), text(&out.stdout)), (Some(0), format!("guardian {}\n", env!("CARGO_PKG_VERSION"))));
+    let version = concat!("guardian ", env!("CARGO_PKG_VERSION"), " (", env!("GUARDIAN_BUILD_INFO"), ")\n");
+    assert_eq!((out.status.code(), text(&out.stdout)), (Some(0), version.to_string()));
     // The help shows a variable's value, as it did with clap.
     let out = run(guardian(&["-h"]).env("GUARDIAN_GRACE", "7s"));
     assert!(text(&out.stdout).contains("[env: GUARDIAN_GRACE=7s]"), "{}", text(&out.stdout));
+}
+
+/// `guardian --version` is `guardian <version> (<commit> <target>)`: the commit is the checkout's
+/// (12 hex digits; `unknown` outside git), the target the triple it was built for. No timestamp:
+/// the text is the same wherever the commit is built (the binaries are reproducible).
+#[test]
+fn version_names_the_commit_and_the_target() {
+    let out = run(&mut guardian(&["--version"]));
+    let line = text(&out.stdout);
+    let inner = line
+        .strip_prefix(concat!("guardian ", env!("CARGO_PKG_VERSION"), " ("))
+        .and_then(|rest| rest.strip_suffix(")\n"))
+        .unwrap_or_else(|| panic!("not `guardian VERSION (COMMIT TARGET)`: {line:?}"));
+    let (commit, target) = inner.split_once(' ').unwrap_or_else(|| panic!("no target in {line:?}"));
+    let head = Command::new("git")
+        .args(["-C", env!("CARGO_MANIFEST_DIR"), "rev-parse", "--short=12", "HEAD"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| text(&o.stdout).trim().to_string());
+    match head {
+        Some(head) if std::env::var_os("GUARDIAN_COMMIT").is_none() => assert_eq!(commit, head, "{line:?}"),
+        _ => assert!(commit == "unknown" || commit.len() == 12 && commit.bytes().all(|b| b.is_ascii_hexdigit())),
+    }
+    let arch = std::env::consts::ARCH;
+    assert!(target.starts_with(&format!("{arch}-")) && target.contains("-linux-"), "{line:?}");
 }
 
 /// Arguments, variables, and a part of the expected message.

@@ -53,6 +53,18 @@ def version() -> str:
     raise RuntimeError("no version in pyproject.toml")
 
 
+def _listed_metadata() -> str:
+    """Keywords, classifiers and project URLs as pyproject.toml lists them (one place to edit)."""
+    project = tomllib.loads((HERE / "pyproject.toml").read_text())["project"] if tomllib is not None else {}
+    classifiers = project.get(
+        "classifiers", ["Operating System :: POSIX :: Linux", "Programming Language :: Python :: 3", "Typing :: Typed"]
+    )
+    lines = [f"Keywords: {','.join(project['keywords'])}"] if project.get("keywords") else []
+    lines += [f"Classifier: {c}" for c in classifiers]
+    lines += [f"Project-URL: {k}, {v}" for k, v in project.get("urls", {}).items()]
+    return "".join(line + "\n" for line in lines)
+
+
 def metadata() -> str:
     readme = (HERE / "README.md").read_text()
     return (
@@ -62,10 +74,8 @@ def metadata() -> str:
         "Summary: Run a command; when it exits, stop and reap every process it left behind (guardian, with drivers for subprocess, asyncio, anyio and the MCP SDK)\n"
         "License: MIT OR Apache-2.0\n"
         "Requires-Python: >=3.9\n"
-        "Classifier: Operating System :: POSIX :: Linux\n"
-        "Classifier: Programming Language :: Python :: 3\n"
-        "Classifier: Typing :: Typed\n"
-        "Provides-Extra: mcp\n"
+        + _listed_metadata()
+        + "Provides-Extra: mcp\n"
         "Requires-Dist: mcp>=1.30; extra == \"mcp\"\n"
         "Provides-Extra: anyio\n"
         "Requires-Dist: anyio>=4.1; extra == \"anyio\"\n"

@@ -31,7 +31,7 @@ from ._options import OPTIONS
 from ._popen import Popen, guardian_argv
 from ._status import SIGNAL_BASE, Outcome, Status, describe
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "EVENT_TYPES",
