@@ -352,6 +352,8 @@ impl Event {
                 out.put("guardian_pid", *guardian_pid);
                 out.put("mode", *mode);
                 out.nullable("cgroup", cgroup.as_deref());
+                // The package version (interface 3): what drivers check, at no extra start.
+                out.put("version", env!("CARGO_PKG_VERSION"));
             }
             Event::Stopping { reason, grace_ms } => {
                 out.put("reason", *reason);

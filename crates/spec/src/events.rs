@@ -133,6 +133,12 @@ pub const EVENTS: &[EventSpec] = &[
             f("guardian_pid", Int, Always, "guardian's pid"),
             f("mode", Str, Always, "subreaper, pid1 or cgroup"),
             f("cgroup", Str, Nullable, "the leaf cgroup's path, or null"),
+            f(
+                "version",
+                Str,
+                Always,
+                "guardian's version (0.2.0); drivers refuse one below spec/driver.json's min_guardian_version",
+            ),
         ],
     },
     EventSpec {
