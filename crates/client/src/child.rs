@@ -201,7 +201,16 @@ impl Child {
     /// "signal 9", as std's. Does not wait; `Ok(())` when guardian has already exited.
     pub fn kill(&mut self) -> io::Result<()> {
         self.until_ready();
-        self.state.guard.kill()
+        self.state.guard.kill()?;
+        self.state.kill_pending |= self.state.reaped.is_none();
+        Ok(())
+    }
+
+    /// Closes the provider's stdin, as std's `wait` does first (after a kill request, once
+    /// the provider was reaped: see `State::stdin_may_close`).
+    fn close_stdin(&mut self) {
+        while !self.state.stdin_may_close() && self.read_event().is_some() {}
+        drop(self.stdin.take());
     }
 
     /// As `std::process::Child::wait`: closes the provider's stdin, then waits until guardian
@@ -209,7 +218,7 @@ impl Child {
     /// provider's. The same status on every further call; [`Child::released`] then gives the
     /// teardown's figures.
     pub fn wait(&mut self) -> io::Result<ExitStatus> {
-        drop(self.stdin.take());
+        self.close_stdin();
         while self.state.reaped.is_none() && !self.state.tracker.finished() && self.read_event().is_some() {}
         self.reap()?;
         self.state.status()
@@ -235,7 +244,7 @@ impl Child {
     /// As `std::process::Child::wait_with_output`: reads stdout and stderr (when piped) to
     /// their end while waiting.
     pub fn wait_with_output(mut self) -> io::Result<Output> {
-        drop(self.stdin.take());
+        self.close_stdin();
         let (mut out, mut err) = (Vec::new(), Vec::new());
         let stderr = self.stderr.take();
         let reader = stderr.map(|mut e| {

@@ -183,6 +183,53 @@ impl Builder {
     }
 }
 
+impl Builder {
+    /// A host's `std::process::Command` (tokio's wraps one): program, args, environment
+    /// changes, directory through std's getters; what std has no getter for (`env_clear`,
+    /// `uid`, `gid`, `process_group`, and stdio set to piped, null or inherit) through its
+    /// `{:#?}` form, whose shape `tests/tokio_parity.rs` checks. Stdio set to a file or fd
+    /// cannot be carried over (std gives no way to take it back): set it on this `Command`.
+    pub(crate) fn from_std(cmd: &std::process::Command) -> Builder {
+        let mut b = Builder::new(cmd.get_program());
+        let debug = format!("{cmd:#?}");
+        let lines: Vec<&str> = debug.lines().collect();
+        let field = |name: &str| -> Option<&str> {
+            let at = lines.iter().position(|l| *l == format!("    {name}: Some("))?;
+            lines.get(at + 1).map(|v| v.trim().trim_end_matches(','))
+        };
+        if lines.contains(&"        clear: true,") {
+            b.env.push(EnvOp::Clear);
+        }
+        for (k, v) in cmd.get_envs() {
+            b.env.push(match v {
+                Some(v) => EnvOp::Set(k.to_owned(), v.to_owned()),
+                None => EnvOp::Remove(k.to_owned()),
+            });
+        }
+        b.args = cmd.get_args().map(OsStr::to_owned).collect();
+        b.cwd = cmd.get_current_dir().map(Path::to_path_buf);
+        b.uid = field("uid").and_then(|v| v.parse().ok());
+        b.gid = field("gid").and_then(|v| v.parse().ok());
+        b.pgroup = field("pgroup").and_then(|v| v.parse().ok());
+        let stdio = |name: &str| -> Option<Stdio> {
+            match field(name)? {
+                "MakePipe" => Some(Stdio::piped()),
+                "Null" => Some(Stdio::null()),
+                "Inherit" => Some(Stdio::inherit()),
+                _ => None,
+            }
+        };
+        (b.stdin, b.stdout, b.stderr) = (stdio("stdin"), stdio("stdout"), stdio("stderr"));
+        b
+    }
+}
+
+impl From<std::process::Command> for Command {
+    fn from(cmd: std::process::Command) -> Command {
+        Command { b: Builder::from_std(&cmd) }
+    }
+}
+
 /// The builder methods both public `Command`s share: std's (`arg`, `env`, `stdin`, ...,
 /// `uid`, `gid`, `process_group`), tokio's `kill_on_drop`, and guardian's options. Each type
 /// keeps its own `spawn`, `output` and `status` (blocking or async, as its model's).

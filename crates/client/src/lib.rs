@@ -15,6 +15,8 @@ mod sys;
 pub mod tokio;
 #[cfg(feature = "rmcp")]
 mod transport;
+#[cfg(feature = "process-wrap")]
+pub mod wrap;
 
 pub use child::Child;
 pub use command::Command;

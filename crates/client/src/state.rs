@@ -141,7 +141,7 @@ impl Drop for Guard {
             drop(hold);
             let released = rest.and_then(Rest::released);
             if let Ok(status) = status {
-                shared.finish(released, status);
+                shared.finish(released, Some(status));
             }
         });
     }
@@ -157,7 +157,7 @@ pub(crate) struct Rest {
 impl Rest {
     /// The `released` event, read by the handle or in the rest of the stream (guardian exited).
     fn released(self) -> Option<Released> {
-        let mut tracker = Tracker { released: self.released, error: None };
+        let mut tracker = Tracker { released: self.released, ..Tracker::default() };
         let tail = self.fd.map(drain).unwrap_or_default();
         for line in self.buffered.split(|&b| b == b'\n').chain(tail.split(|&b| b == b'\n')) {
             if let Some(event) = parse(&String::from_utf8_lossy(line)) {
@@ -209,11 +209,11 @@ impl Shared {
     }
     /// guardian is reaped: its `released` event (with its status), or none (an `error`, or it
     /// was killed).
-    pub(crate) fn finish(&self, released: Option<Released>, status: ExitStatus) {
+    pub(crate) fn finish(&self, released: Option<Released>, status: Option<ExitStatus>) {
         if let Ok(mut slot) = self.slot.lock() {
             if slot.is_none() {
                 *slot = Some(released.map(|mut r| {
-                    r.exit_status = Some(status);
+                    r.exit_status = status;
                     r
                 }));
             }
@@ -226,7 +226,7 @@ impl Shared {
 /// a kill, a dropped handle (its reaping thread reads the rest of the events), an rmcp
 /// `cancel()`. Take it before closing (`Child::released_handle`,
 /// `GuardianTransport::released_handle`); it is cheap to clone.
-#[derive(Clone)]
+#[derive(Clone, Default)]
 pub struct ReleasedHandle(pub(crate) Arc<Shared>);
 
 impl ReleasedHandle {
@@ -268,6 +268,8 @@ const READY_WAIT: Duration = Duration::from_secs(driver::READY_WAIT_SECONDS);
 pub(crate) struct Tracker {
     pub(crate) released: Option<Released>,
     pub(crate) error: Option<(i32, String)>,
+    /// The provider was reaped (its `exit` event).
+    pub(crate) exited: bool,
 }
 
 impl Tracker {
@@ -275,6 +277,7 @@ impl Tracker {
         match event {
             Event::Released(r) => self.released = Some(r.clone()),
             Event::Error { status, message, .. } => self.error = Some((*status, message.clone())),
+            Event::Exit { .. } => self.exited = true,
             _ => {}
         }
     }
@@ -297,7 +300,7 @@ pub(crate) fn version_ok(found: &str) -> bool {
 /// Logs what guardian's events report (feature `tracing`): fallbacks and refusals as
 /// warnings, guardian's errors as errors, the rest at debug.
 #[cfg(feature = "tracing")]
-fn log(event: &Event, guardian_pid: u32) {
+pub(crate) fn log(event: &Event, guardian_pid: u32) {
     match event {
         Event::Fallback { what, errno, detail, .. } => {
             tracing::warn!(target: "treeguardian", guardian_pid, %what, %errno, %detail, "guardian fell back: {what} refused ({errno}); {detail}")
@@ -309,6 +312,25 @@ fn log(event: &Event, guardian_pid: u32) {
             tracing::debug!(target: "treeguardian", guardian_pid, "guardian event not understood: {line}")
         }
         other => tracing::debug!(target: "treeguardian", guardian_pid, event = ?other.name(), "{other:?}"),
+    }
+}
+
+/// Before a stop or kill request from a handle that does not read the events itself (the
+/// process-wrap child): until `pid` blocks SIGTERM or exited, at most the ready wait.
+#[cfg(feature = "process-wrap")]
+pub(crate) fn wait_ready(pid: u32, pidfd: Option<&OwnedFd>) {
+    let deadline = Instant::now() + READY_WAIT;
+    while crate::sys::term_blocked(pid) == Some(false) && Instant::now() < deadline {
+        let step = Duration::from_micros(100);
+        match pidfd {
+            Some(fd) => {
+                let mut fds = [PollFd::new(fd, PollFlags::IN)];
+                if rustix::event::poll(&mut fds, Some(&timespec(step))).is_ok_and(|n| n > 0) {
+                    return;
+                }
+            }
+            None => std::thread::sleep(step),
+        }
     }
 }
 
@@ -326,6 +348,9 @@ pub(crate) struct State {
     pub(crate) reaped: Option<ExitStatus>,
     /// The version check refused guardian (the tree was stopped).
     pub(crate) refused: Option<Option<String>>,
+    /// A kill request was sent and the provider's `exit` not read yet: a wait keeps the
+    /// provider's stdin open until then (see [`State::stdin_may_close`]).
+    pub(crate) kill_pending: bool,
 }
 
 impl State {
@@ -338,6 +363,7 @@ impl State {
             seen_any: false,
             reaped: None,
             refused: None,
+            kill_pending: false,
         }
     }
 
@@ -376,11 +402,19 @@ impl State {
         Some(event)
     }
 
+    /// Whether a wait may close the provider's stdin now, as std's and tokio's do first. Not
+    /// while a kill request is on its way: guardian sends the SIGKILL a moment after the
+    /// request, and a provider that reads its stdin would see its end first and exit on its
+    /// own (std's kill is SIGKILL before `kill()` returns). Until the provider's `exit`.
+    pub(crate) fn stdin_may_close(&self) -> bool {
+        !self.kill_pending || self.tracker.exited || self.tracker.finished()
+    }
+
     /// guardian was reaped with `status`: the handle's figures are final.
     pub(crate) fn finish(&mut self, status: ExitStatus) {
         self.reaped = Some(status);
         self.guard.gone = true;
-        self.guard.shared.finish(self.tracker.released.clone(), status);
+        self.guard.shared.finish(self.tracker.released.clone(), Some(status));
     }
 
     /// `wait`'s answer once guardian is reaped: its status, or the version check's refusal.

@@ -49,6 +49,22 @@ impl Command {
     }
 }
 
+impl From<std::process::Command> for Command {
+    fn from(cmd: std::process::Command) -> Command {
+        Command { b: Builder::from_std(&cmd) }
+    }
+}
+
+/// A host's `tokio::process::Command`, as [`crate::Command`]'s `From<std::process::Command>`
+/// takes it, with tokio's `kill_on_drop`.
+impl From<tokio::process::Command> for Command {
+    fn from(cmd: tokio::process::Command) -> Command {
+        let mut b = Builder::from_std(cmd.as_std());
+        b.kill_on_drop = cmd.get_kill_on_drop();
+        Command { b }
+    }
+}
+
 impl From<crate::Command> for Command {
     fn from(cmd: crate::Command) -> Command {
         Command { b: cmd.b }
@@ -227,7 +243,16 @@ impl Child {
     /// its tree now); `Ok(())` once guardian exited.
     pub fn start_kill(&mut self) -> io::Result<()> {
         self.until_ready();
-        self.state.guard.kill()
+        self.state.guard.kill()?;
+        self.state.kill_pending |= self.state.reaped.is_none();
+        Ok(())
+    }
+
+    /// Closes the provider's stdin, as tokio's `wait` does first (after a kill request, once
+    /// the provider was reaped: see `State::stdin_may_close`).
+    async fn close_stdin(&mut self) {
+        while !self.state.stdin_may_close() && self.read_event().await.is_some() {}
+        drop(self.stdin.take());
     }
 
     /// As `tokio::process::Child::kill`: [`Child::start_kill`], then [`Child::wait`]; the
@@ -242,7 +267,7 @@ impl Child {
     /// released the tree and exited; guardian's status (the provider's). Cancel-safe: a
     /// cancelled wait loses nothing, and the next call goes on.
     pub async fn wait(&mut self) -> io::Result<ExitStatus> {
-        drop(self.stdin.take());
+        self.close_stdin().await;
         while self.state.reaped.is_none() && !self.state.tracker.finished() && self.read_event().await.is_some() {}
         self.reap().await?;
         self.state.status()
@@ -275,7 +300,7 @@ impl Child {
 
     /// As `tokio::process::Child::wait_with_output`.
     pub async fn wait_with_output(mut self) -> io::Result<Output> {
-        drop(self.stdin.take());
+        self.close_stdin().await;
         let (mut out, mut err) = (Vec::new(), Vec::new());
         let (mut stdout, mut stderr) = (self.stdout.take(), self.stderr.take());
         let read_out = async {
@@ -290,10 +315,34 @@ impl Child {
             }
             io::Result::Ok(())
         };
-        let (status, a, b) = tokio::join!(self.wait(), read_out, read_err);
-        a?;
-        b?;
-        Ok(Output { status: status?, stdout: out, stderr: err })
+        // (tokio::join! needs tokio's `macros` feature: the three polled by hand)
+        let (mut wait, mut read_out, mut read_err) =
+            (std::pin::pin!(self.wait()), std::pin::pin!(read_out), std::pin::pin!(read_err));
+        let (mut status, mut a, mut b) = (None, None, None);
+        std::future::poll_fn(|cx| {
+            // Each polled every time: the provider may wait for its pipes to be read.
+            if status.is_none()
+                && let Poll::Ready(v) = wait.as_mut().poll(cx)
+            {
+                status = Some(v);
+            }
+            if a.is_none()
+                && let Poll::Ready(v) = read_out.as_mut().poll(cx)
+            {
+                a = Some(v);
+            }
+            if b.is_none()
+                && let Poll::Ready(v) = read_err.as_mut().poll(cx)
+            {
+                b = Some(v);
+            }
+            if status.is_some() && a.is_some() && b.is_some() { Poll::Ready(()) } else { Poll::Pending }
+        })
+        .await;
+        a.unwrap_or(Ok(()))?;
+        b.unwrap_or(Ok(()))?;
+        let status = status.unwrap_or_else(|| Err(io::Error::other("not waited")))?;
+        Ok(Output { status, stdout: out, stderr: err })
     }
 
     /// Whether the tree was released (or guardian failed): the last event was read.
@@ -322,10 +371,6 @@ impl Child {
     /// [`crate::Child::released_handle`].
     pub fn released_handle(&self) -> ReleasedHandle {
         self.state.handle()
-    }
-
-    pub(crate) fn reaped(&self) -> bool {
-        self.state.reaped.is_some()
     }
 
     /// Reaps guardian once it exited: on its pidfd's readiness (cancel-safe: nothing is taken

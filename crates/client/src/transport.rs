@@ -74,7 +74,7 @@ impl GuardianTransport {
             // guardian's grace bounds this: then it SIGKILLs the tree and releases it.
             drain(&mut self.child).await;
         }
-        if self.child.reaped() {
+        if self.child.id().is_none() {
             return Ok(()); // a second close()
         }
         self.child.reap().await.map(drop)
