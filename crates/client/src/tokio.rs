@@ -1,9 +1,9 @@
 //! tokio: `tokio::process::Command` and `Child` under guardian ([`Command`], [`Child`]), the
 //! same methods with the same async-ness (`spawn` is not async, `wait` and `kill` are, `wait`
 //! takes `&mut self` and is cancel-safe, so `tokio::select!` with `stop()` in another branch
-//! works). The same [`Guard`](crate::state::Guard) owns guardian, so a dropped `Child` stops
+//! works). The same `Guard` (state.rs) owns guardian, so a dropped `Child` stops
 //! the tree without a runtime (even while the runtime shuts down); the same
-//! [`State`](crate::state::State) reads the events.
+//! `State` reads the events.
 
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
