@@ -28,7 +28,10 @@ const EXIT_STATUS: &[(&str, &str)] = &[
 /// Events on --events-fd, as in docs/contract.md.
 const EVENTS: &[(&str, &str)] = &[
     ("fallback", "what (the interface that was refused: pidfd_open, clone3, ...), errno (ENOSYS, EPERM, ...), detail"),
-    ("spawned", "pid, pgid, guardian_pid, mode (subreaper, pid1, cgroup), cgroup (leaf path or null)"),
+    (
+        "spawned",
+        "pid, pgid, guardian_pid, mode (subreaper, pid1, cgroup), cgroup (leaf path or null), version (guardian's version)",
+    ),
     ("stopping", "reason (signal, timeout, parent-died, kill-request), grace_ms (0 for kill-request)"),
     (
         "signal",
@@ -56,7 +59,7 @@ const EVENTS: &[(&str, &str)] = &[
     ),
 ];
 
-const EVENT_EXAMPLE: &str = r#"{"event":"spawned","ts":81234.500112,"pid":4242,"pgid":4242,"guardian_pid":4241,"mode":"subreaper","cgroup":null}
+const EVENT_EXAMPLE: &str = r#"{"event":"spawned","ts":81234.500112,"pid":4242,"pgid":4242,"guardian_pid":4241,"mode":"subreaper","cgroup":null,"version":"0.2.0"}
 {"event":"exit","ts":81235.100871,"pid":4242,"code":0,"signal":null,"core_dumped":false}
 {"event":"signal","ts":81235.101020,"signal":"SIGTERM","target":"descendants","pids":[4250],"reason":"stop"}
 {"event":"released","ts":81235.103377,"status":0,"signalled":1,"killed":0,"reaped":1,"teardown_ms":2.506,"cgroup":null,"oom_kill":null,"provider_user_ms":1.207,"provider_system_ms":0.951,"provider_max_rss_kb":3712,"tree_user_ms":1.842,"tree_system_ms":1.633,"tree_max_rss_kb":3712}"#;

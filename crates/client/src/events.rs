@@ -6,6 +6,7 @@
 use std::process::ExitStatus;
 
 use serde_json::{Map, Value};
+pub use treeguardian_spec::events::{Mode, SignalReason, SignalTarget, StopReason};
 
 /// One line of guardian's event stream. Fields are those of docs/contract.md's events table;
 /// `ts` is CLOCK_MONOTONIC seconds.
@@ -20,23 +21,23 @@ pub enum Event {
         pid: i32,
         pgid: i32,
         guardian_pid: i32,
-        mode: String,
+        mode: Mode,
         cgroup: Option<String>,
         /// guardian's version; `None` from a guardian older than 0.2.0 (which the crate refuses).
         version: Option<String>,
     },
     /// A teardown started (`reason` `signal`, `timeout`, `parent-died`), or a further stop
     /// request ended its grace (`kill-request`).
-    Stopping { ts: f64, reason: String, grace_ms: u64 },
+    Stopping { ts: f64, reason: StopReason, grace_ms: u64 },
     /// A signal was delivered.
     Signal {
         ts: f64,
         signal: String,
-        target: String,
+        target: SignalTarget,
         pid: Option<i32>,
         cgroup: Option<String>,
         pids: Option<Vec<i32>>,
-        reason: String,
+        reason: SignalReason,
     },
     /// The provider stopped (job control).
     Stopped { ts: f64, pid: i32, signal: String },
@@ -124,6 +125,12 @@ impl Fields<'_> {
     fn string(&self, name: &str) -> Res<String> {
         self.always(name, string, "a string")
     }
+    /// A string of a value set (`treeguardian_spec::events`' enums); one this version does not
+    /// know makes the line unreadable here (it is then [`Event::Other`]).
+    fn value<T>(&self, name: &str, parse: fn(&str) -> Option<T>) -> Res<T> {
+        let text = self.string(name)?;
+        parse(&text).ok_or_else(|| format!("{}: `{name}` has a value this version does not know: {text}", self.event))
+    }
 }
 
 fn int(v: &Value) -> Option<i32> {
@@ -154,21 +161,23 @@ impl Event {
                 pid: f.int("pid")?,
                 pgid: f.int("pgid")?,
                 guardian_pid: f.int("guardian_pid")?,
-                mode: f.string("mode")?,
+                mode: f.value("mode", Mode::parse)?,
                 cgroup: f.nullable("cgroup", string, "a string")?,
                 // Read as optional although guardian 0.2.0 always writes it: an older guardian
                 // leaves it out, and that is the version check's refusal, not an unreadable line.
                 version: f.optional("version", string, "a string")?,
             },
-            "stopping" => Event::Stopping { ts, reason: f.string("reason")?, grace_ms: f.uint("grace_ms")? },
+            "stopping" => {
+                Event::Stopping { ts, reason: f.value("reason", StopReason::parse)?, grace_ms: f.uint("grace_ms")? }
+            }
             "signal" => Event::Signal {
                 ts,
                 signal: f.string("signal")?,
-                target: f.string("target")?,
+                target: f.value("target", SignalTarget::parse)?,
                 pid: f.optional("pid", int, "an int")?,
                 cgroup: f.optional("cgroup", string, "a string")?,
                 pids: f.optional("pids", ints, "an array of ints")?,
-                reason: f.string("reason")?,
+                reason: f.value("reason", SignalReason::parse)?,
             },
             "stopped" => Event::Stopped { ts, pid: f.int("pid")?, signal: f.string("signal")? },
             "continued" => Event::Continued { ts, pid: f.int("pid")? },
@@ -252,7 +261,11 @@ mod tests {
         obj.insert("event".into(), spec.name.into());
         obj.insert("ts".into(), 12.5.into());
         for f in spec.fields {
-            obj.insert(f.name.into(), sample(f.ty));
+            let value = match treeguardian_spec::events::values(spec.name, f.name) {
+                Some(set) => Value::from(set[0]),
+                None => sample(f.ty),
+            };
+            obj.insert(f.name.into(), value);
         }
         edit(&mut obj);
         Value::Object(obj).to_string()
@@ -289,6 +302,26 @@ mod tests {
                     }
                     Presence::Optional => assert!(absent.is_ok(), "{}.{} may be absent", spec.name, field.name),
                 }
+            }
+        }
+    }
+
+    /// Every value of every set reads as its enum; a value outside the set does not.
+    #[test]
+    fn value_sets_read_as_the_spec_enums() {
+        for spec in EVENTS {
+            for f in spec.fields {
+                let Some(set) = treeguardian_spec::events::values(spec.name, f.name) else { continue };
+                for v in &set {
+                    let ok = Event::parse(&line(spec, |o| {
+                        o.insert(f.name.into(), Value::from(*v));
+                    }));
+                    assert!(ok.is_ok(), "{}.{} = {v}: {ok:?}", spec.name, f.name);
+                }
+                let unknown = Event::parse(&line(spec, |o| {
+                    o.insert(f.name.into(), Value::from("no-such-value"));
+                }));
+                assert!(unknown.is_err(), "{}.{} took an unknown value", spec.name, f.name);
             }
         }
     }

@@ -21,7 +21,7 @@ pub mod wrap;
 pub use child::Child;
 pub use command::Command;
 pub use error::Error;
-pub use events::{Event, Released};
+pub use events::{Event, Mode, Released, SignalReason, SignalTarget, StopReason};
 pub use state::ReleasedHandle;
 #[cfg(feature = "tokio")]
 pub use tokio::AsyncChild;

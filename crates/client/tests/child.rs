@@ -85,7 +85,7 @@ fn kill_is_sigkill_to_the_tree_now() {
             _ => {}
         }
     }
-    assert_eq!(reasons, ["kill-request"]);
+    assert_eq!(reasons, [treeguardian_client::StopReason::KillRequest]);
     assert!(!signals.iter().any(|s| s == "SIGTERM"), "no stop signal before the kill: {signals:?}");
     // The provider ignores SIGTERM: within a 20 s grace only the kill request's SIGKILL ends it.
     assert_eq!(provider_signal.as_deref(), Some("SIGKILL"));
