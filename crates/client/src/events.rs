@@ -3,8 +3,6 @@
 //! against); this module reads each field by the spec's name and type, and its tests check, for
 //! every field of the table, that a wrong type or a missing required field is refused.
 
-use std::process::ExitStatus;
-
 use serde_json::{Map, Value};
 pub use treeguardian_spec::events::{Mode, SignalReason, SignalTarget, StopReason};
 
@@ -53,29 +51,10 @@ pub enum Event {
     Other { line: String },
 }
 
-/// The `released` event: every descendant is gone. [`crate::Child::wait`] returns it with
-/// guardian's own exit status filled in.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Released {
-    pub ts: f64,
-    /// guardian's exit status as it reported it (the provider's, or 124 after `--timeout`).
-    pub status: i32,
-    /// Descendants sent the stop signal; `None` where guardian cannot count them.
-    pub signalled: Option<u64>,
-    pub killed: u64,
-    pub reaped: u64,
-    pub teardown_ms: f64,
-    pub cgroup: Option<String>,
-    pub oom_kill: Option<u64>,
-    pub provider_user_ms: f64,
-    pub provider_system_ms: f64,
-    pub provider_max_rss_kb: u64,
-    pub tree_user_ms: f64,
-    pub tree_system_ms: f64,
-    pub tree_max_rss_kb: u64,
-    /// guardian's process status, once [`crate::Child::wait`] reaped it (`None` in the event).
-    pub exit_status: Option<ExitStatus>,
-}
+/// The `released` event: every descendant is gone. Its one declaration is the spec crate's
+/// (`treeguardian_spec::events::Released`), the wire form of guardian's event; the handles fill
+/// `exit_status` once they reaped guardian.
+pub use treeguardian_spec::events::Released;
 
 /// Reads the fields of one event object.
 struct Fields<'a> {

@@ -237,6 +237,32 @@ pub fn event(name: &str) -> Option<&'static EventSpec> {
     EVENTS.iter().find(|e| e.name == name)
 }
 
+/// The `released` event as a reader holds it: its wire fields (the table's, in order), the
+/// common `ts`, and guardian's process status once the reader reaped it (`None` in the event
+/// itself). The Rust client's type; the binary writes the same fields from its teardown
+/// figures (`src/events.rs`, checked against [`EVENTS`] by its schema test).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Released {
+    pub ts: f64,
+    /// guardian's exit status as it reported it (the provider's, or 124 after `--timeout`).
+    pub status: i32,
+    /// Descendants sent the stop signal; `None` where guardian cannot count them.
+    pub signalled: Option<u64>,
+    pub killed: u64,
+    pub reaped: u64,
+    pub teardown_ms: f64,
+    pub cgroup: Option<String>,
+    pub oom_kill: Option<u64>,
+    pub provider_user_ms: f64,
+    pub provider_system_ms: f64,
+    pub provider_max_rss_kb: u64,
+    pub tree_user_ms: f64,
+    pub tree_system_ms: f64,
+    pub tree_max_rss_kb: u64,
+    /// guardian's process status, once the reader reaped it (`None` in the event).
+    pub exit_status: Option<std::process::ExitStatus>,
+}
+
 /// A string field's value set as a Rust enum: `as_str` (the wire text), `parse`, `ALL`.
 macro_rules! value_set {
     ($(#[$meta:meta])* $name:ident for $event:literal . $field:literal { $($(#[$vmeta:meta])* $variant:ident = $text:literal),* $(,)? }) => {
