@@ -525,6 +525,47 @@ impl State {
 mod tests {
     use super::*;
 
+    /// Fallbacks and guardian's errors reach `tracing` as warnings and errors under the target
+    /// `treeguardian` (a minimal subscriber records them).
+    #[cfg(feature = "tracing")]
+    #[test]
+    fn fallbacks_and_errors_are_logged() {
+        use std::sync::Mutex;
+        use tracing::{Level, Metadata, span};
+        #[derive(Default)]
+        struct Record(Mutex<Vec<(Level, String)>>);
+        impl tracing::Subscriber for Record {
+            fn enabled(&self, _: &Metadata<'_>) -> bool {
+                true
+            }
+            fn new_span(&self, _: &span::Attributes<'_>) -> span::Id {
+                span::Id::from_u64(1)
+            }
+            fn record(&self, _: &span::Id, _: &span::Record<'_>) {}
+            fn record_follows_from(&self, _: &span::Id, _: &span::Id) {}
+            fn event(&self, event: &tracing::Event<'_>) {
+                let meta = event.metadata();
+                if let Ok(mut seen) = self.0.lock() {
+                    seen.push((*meta.level(), meta.target().to_string()));
+                }
+            }
+            fn enter(&self, _: &span::Id) {}
+            fn exit(&self, _: &span::Id) {}
+        }
+        let record = std::sync::Arc::new(Record::default());
+        let lines = [
+            r#"{"event":"fallback","ts":1.0,"what":"clone3","errno":"ENOSYS","detail":"fork"}"#,
+            r#"{"event":"error","ts":1.0,"status":127,"message":"x: not found"}"#,
+        ];
+        tracing::subscriber::with_default(std::sync::Arc::clone(&record), || {
+            for line in lines {
+                log(&parse(line).expect("an event"), 7);
+            }
+        });
+        let seen = record.0.lock().map(|s| s.clone()).unwrap_or_default();
+        assert_eq!(seen, [(Level::WARN, "treeguardian".to_string()), (Level::ERROR, "treeguardian".to_string())]);
+    }
+
     #[test]
     fn versions_compare_numerically() {
         assert!(version_ok(driver::MIN_GUARDIAN_VERSION));

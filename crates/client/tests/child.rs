@@ -317,3 +317,22 @@ fn stop_after_release_is_ok() {
     child.kill().expect("kill after release");
     assert_eq!(child.wait_released().expect("released").status, 0);
 }
+
+/// The `released` figures stay reachable after a drop (issue 30.4): the reaping thread reads
+/// the rest of the events for the handle taken before.
+#[test]
+fn released_is_reachable_after_a_drop() {
+    let tag = nonce("drop-released");
+    let _sweep = Sweep(tag.clone());
+    let mut child = sh(&format!("setsid sh -c 'sleep 300; : {tag}' & sleep 300; : {tag}")).spawn().expect("spawn");
+    let handle = child.released_handle();
+    assert!(child.wait_spawned().is_ok());
+    assert!(present_within(&tag, 2, LIMIT));
+    drop(child);
+    let released = handle.wait_timeout(LIMIT).expect("released after the drop");
+    // The drop's stop request: the provider ended by SIGTERM, and guardian with it.
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(released.exit_status.and_then(|s| s.signal()), Some(libc::SIGTERM), "{released:?}");
+    assert!(handle.is_finished());
+    gone_within(&tag, LIMIT).expect("nothing left");
+}
