@@ -78,6 +78,8 @@ export interface SpawnedEvent extends EventBase {
   version?: string;
   /** the leaf cgroup's path, or null */
   cgroup: string | null;
+  /** guardian's version, e.g. '0.2.0' (checked against spec/driver.json's min_guardian_version) */
+  version: string;
 }
 export interface StoppingEvent extends EventBase {
   event: 'stopping';

@@ -454,11 +454,11 @@ fn the_client_reads_every_line() {
         Client::Signal {
             ts: 2.0,
             signal: "SIGTERM".into(),
-            target: "descendants".into(),
+            target: treeguardian_spec::events::SignalTarget::Descendants,
             pid: None,
             cgroup: None,
             pids: Some(vec![7, 8]),
-            reason: "stop".into()
+            reason: treeguardian_spec::events::SignalReason::Stop
         }
     );
     let usage = Usage { user: Duration::from_micros(1500), system: Duration::from_micros(250), max_rss_kb: 2048 };

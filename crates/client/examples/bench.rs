@@ -1,7 +1,8 @@
 //! Spawn-to-first-byte, side by side in one run: a stdio server started by a plain
 //! `tokio::process::Command`, by `tokio::process::Command` with `guardian --` prefixed (guardian's
 //! own start-up), the same with `--events-fd 2` (guardian writing its events), and by this crate
-//! (`Command::spawn_async`, which also makes the events pipe and passes it). Rounds interleave
+//! (`treeguardian_client::tokio::Command::spawn`, which also resolves the program as execvp
+//! would, makes the events pipe and passes it). Rounds interleave
 //! the four in a shuffled order; medians and p90 in milliseconds.
 //!
 //! `GUARDIAN_BIN=target/dist/guardian cargo run --release -p treeguardian-client --example bench -- [ROUNDS] [SERVER ARGS...]`
@@ -51,9 +52,9 @@ async fn plain(server: &[String], prefix: u8) -> Duration {
 
 async fn crate_spawn(server: &[String]) -> Duration {
     let start = Instant::now();
-    let mut cmd = treeguardian_client::Command::new(&server[0]);
+    let mut cmd = treeguardian_client::tokio::Command::new(&server[0]);
     cmd.args(&server[1..]).guardian(guardian()).stdin(Stdio::piped()).stdout(Stdio::piped());
-    let mut child = cmd.spawn_async().await.expect("spawn under guardian");
+    let mut child = cmd.spawn().expect("spawn under guardian");
     first_byte(child.stdout.take().expect("stdout")).await;
     let took = start.elapsed();
     child.wait().await.expect("released");
@@ -112,7 +113,7 @@ fn main() {
     println!("{:<44} {pa:>10.3} {pa90:>10.3}", "tokio::process::Command (plain)");
     println!("{:<44} {pb:>10.3} {pb90:>10.3}", "tokio::process::Command, `guardian --` prefix");
     println!("{:<44} {pd:>10.3} {pd90:>10.3}", "the same, `guardian --events-fd 2 --`");
-    println!("{:<44} {pc:>10.3} {pc90:>10.3}", "treeguardian_client::Command::spawn_async");
+    println!("{:<44} {pc:>10.3} {pc90:>10.3}", "treeguardian_client::tokio::Command::spawn");
     let own = pb - pa;
     let ours = pc - pa;
     println!(

@@ -1,347 +1,22 @@
-//! child: a running guardian and its provider. [`Guard`] owns guardian's process and pidfd
-//! and is what makes `Drop` safe: it sends the stop request (SIGTERM through the pidfd, never
-//! SIGKILL) and leaves the reaping to a short-lived thread, so it needs no runtime and does
-//! not block. [`Tracker`] follows the events for `kill_now` and `wait`; [`State`] is what the
-//! blocking and the tokio handle share (the events read, `spawn`'s and `kill_now`'s decisions).
+//! child: the blocking handle, a superset of `std::process::Child` ([`Child`]), and what
+//! starts guardian for both handles ([`start`]): the checks std's `spawn` would fail (the
+//! provider's program resolved as execvp will, a value guardian would refuse), the guardian
+//! binary, the events pipe and its route (`sys.rs`), and the spawn.
 
-use std::collections::VecDeque;
 use std::ffi::OsStr;
-use std::fmt;
 use std::fs::File;
-use std::io::{self, BufRead, BufReader};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
-use std::path::PathBuf;
-use std::process::{ChildStderr, ChildStdin, ChildStdout, ExitStatus, Stdio};
+use std::io::{self, BufReader, Read};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::process::{ChildStderr, ChildStdin, ChildStdout, ExitStatus, Output, Stdio};
+use std::sync::Arc;
 
-use rustix::event::{PollFd, PollFlags, Timespec};
-use rustix::process::{Pid, PidfdFlags, Signal};
+use rustix::process::{Pid, PidfdFlags};
 
-use crate::command::Command;
+use crate::command::{Builder, Command};
+use crate::error::Error;
 use crate::events::{Event, Released};
+use crate::state::{Guard, ReleasedHandle, State, read_line};
 use crate::sys::Route;
-
-/// What can go wrong starting or waiting for guardian.
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum Error {
-    /// No guardian binary: the message names the explicit path, `$GUARDIAN_BIN` and `$PATH`,
-    /// and how to install guardian.
-    NotFound(String),
-    /// guardian could not be started.
-    Spawn {
-        guardian: PathBuf,
-        source: io::Error,
-    },
-    /// guardian's `error` event: it could not start the provider (status 125, 126, 127) or
-    /// abandoned a teardown.
-    Guardian {
-        status: i32,
-        message: String,
-    },
-    /// guardian ended without its last event (it was killed).
-    Ended(ExitStatus),
-    Io(io::Error),
-}
-
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Error::NotFound(m) => f.write_str(m),
-            Error::Spawn { guardian, source } => write!(f, "cannot start {}: {source}", guardian.display()),
-            Error::Guardian { status, message } => write!(f, "guardian (status {status}): {message}"),
-            Error::Ended(status) => write!(f, "guardian ended without releasing the tree ({status})"),
-            Error::Io(e) => write!(f, "guardian events: {e}"),
-        }
-    }
-}
-
-impl std::error::Error for Error {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            Error::Spawn { source, .. } | Error::Io(source) => Some(source),
-            _ => None,
-        }
-    }
-}
-
-impl From<io::Error> for Error {
-    fn from(e: io::Error) -> Error {
-        Error::Io(e)
-    }
-}
-
-impl From<Error> for io::Error {
-    fn from(e: Error) -> io::Error {
-        match e {
-            Error::Io(e) => e,
-            Error::NotFound(m) => io::Error::new(io::ErrorKind::NotFound, m),
-            other => io::Error::other(other.to_string()),
-        }
-    }
-}
-
-/// guardian's process until it is reaped. Dropping it unreaped sends the stop request.
-pub(crate) struct Guard {
-    pub(crate) child: Option<std::process::Child>,
-    pub(crate) pidfd: Option<OwnedFd>,
-    pub(crate) finished: bool,
-    /// The events pipe's write end, kept while guardian opens its own through /proc
-    /// (`sys::Route::ProcPath`): dropped once the pipe is readable (guardian opened it and
-    /// wrote) or guardian exited, so that the stream ends when guardian's end closes.
-    pub(crate) hold: Option<OwnedFd>,
-    /// `try_wait` saw guardian exit (and reaped it): nothing may be sent to its pid any more.
-    pub(crate) gone: bool,
-}
-
-impl Guard {
-    /// SIGTERM to guardian: a stop request (a second one while it stops kills now).
-    pub(crate) fn signal(&self) -> io::Result<()> {
-        let Some(child) = &self.child else { return Ok(()) };
-        if self.gone {
-            // `try_wait` reaped guardian already (std keeps its status): its pid may be reused.
-            return Ok(());
-        }
-        let sent = match &self.pidfd {
-            Some(fd) => rustix::process::pidfd_send_signal(fd, Signal::TERM),
-            // No pidfd (a kernel before 5.3, or seccomp): guardian is our unreaped child, so its
-            // pid cannot have been reused yet.
-            None => rustix::process::kill_process(Pid::from_child(child), Signal::TERM),
-        };
-        match sent {
-            // guardian already exited (not yet reaped): nothing left to stop.
-            Err(rustix::io::Errno::SRCH) => Ok(()),
-            other => other.map_err(io::Error::from),
-        }
-    }
-}
-
-impl Guard {
-    /// Whether guardian has exited (it is then not reaped: `try_wait` keeps the status).
-    pub(crate) fn exited(&mut self) -> bool {
-        let exited = self.child.as_mut().is_none_or(|c| matches!(c.try_wait(), Ok(Some(_))));
-        self.gone |= exited;
-        exited
-    }
-
-    /// One wait, at most `step` (`None`: no bound), for `events` to be readable (an event, or
-    /// its end) or guardian's pidfd (it exited); whether either happened. A failed poll
-    /// (impossible on two valid fds) counts as happened, so no caller waits on for ever.
-    pub(crate) fn poll_pipe_or_exit(&self, events: BorrowedFd<'_>, step: Option<std::time::Duration>) -> bool {
-        let mut fds = vec![PollFd::from_borrowed_fd(events, PollFlags::IN)];
-        if let Some(pidfd) = &self.pidfd {
-            fds.push(PollFd::new(pidfd, PollFlags::IN));
-        }
-        let tick = step.map(|d| Timespec {
-            tv_sec: i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
-            tv_nsec: i64::from(d.subsec_nanos()),
-        });
-        match rustix::event::poll(&mut fds, tick.as_ref()) {
-            Ok(n) => n > 0,
-            Err(rustix::io::Errno::INTR) => false,
-            Err(_) => true,
-        }
-    }
-
-    /// Blocks until `events` is readable or guardian exited, then drops [`Guard::hold`].
-    /// Without a pidfd guardian's exit is polled every 10 ms.
-    pub(crate) fn opened(&mut self, events: BorrowedFd<'_>) {
-        if self.hold.is_none() {
-            return;
-        }
-        let step = if self.pidfd.is_some() { None } else { Some(std::time::Duration::from_millis(10)) };
-        while !self.poll_pipe_or_exit(events, step) && !self.exited() {}
-        self.hold = None;
-    }
-}
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        let exited = match self.child.as_mut() {
-            None => return,
-            Some(child) => matches!(child.try_wait(), Ok(Some(_))),
-        };
-        if !exited && !self.finished {
-            let _ = self.signal();
-        }
-        let Some(mut child) = self.child.take() else { return };
-        if exited {
-            return;
-        }
-        // guardian now stops and reaps the tree (bounded by its grace) and exits; a thread
-        // reaps it so it does not stay a zombie. If this process exits first, guardian sees
-        // its parent die and tears the tree down all the same. A held write end goes with the
-        // thread: guardian may not have opened its own yet (with the number closed, the /proc
-        // path would be gone, and guardian would exit 125 saying so). The read end may close:
-        // a pipe's write end opens without a reader through /proc (writes then fail, unread).
-        let hold = self.hold.take();
-        let _ = std::thread::Builder::new().name("treeguardian-reap".into()).spawn(move || {
-            let status = child.wait();
-            drop(hold);
-            status
-        });
-    }
-}
-
-/// How long a stop request waits at most for guardian to be ready for it (`State::until_ready`).
-const READY_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
-
-/// What the events said so far.
-#[derive(Default)]
-pub(crate) struct Tracker {
-    /// A `stopping` that was not `kill-request`: a further SIGTERM kills now.
-    pub(crate) stopping: bool,
-    pub(crate) kill_requested: bool,
-    pub(crate) released: Option<Released>,
-    pub(crate) error: Option<(i32, String)>,
-}
-
-impl Tracker {
-    pub(crate) fn observe(&mut self, event: &Event) {
-        match event {
-            Event::Stopping { reason, .. } if reason == "kill-request" => self.kill_requested = true,
-            Event::Stopping { .. } => self.stopping = true,
-            Event::Released(r) => self.released = Some(r.clone()),
-            Event::Error { status, message, .. } => self.error = Some((*status, message.clone())),
-            _ => {}
-        }
-    }
-    pub(crate) fn finished(&self) -> bool {
-        self.released.is_some() || self.error.is_some()
-    }
-    /// `wait`'s answer once guardian is reaped.
-    pub(crate) fn outcome(&mut self, status: ExitStatus) -> Result<Released, Error> {
-        match (self.released.take(), self.error.take()) {
-            (Some(mut r), _) => {
-                r.exit_status = Some(status);
-                Ok(r)
-            }
-            (None, Some((status, message))) => Err(Error::Guardian { status, message }),
-            (None, None) => Err(Error::Ended(status)),
-        }
-    }
-}
-
-/// What [`Child`] and `AsyncChild` (tokio) both hold and decide: guardian's [`Guard`], the
-/// events read and not yet taken, what they said, and the provider's pid. The handles add only
-/// how they read a line (blocking, or on tokio's reactor) and reap guardian.
-pub(crate) struct State {
-    pub(crate) guard: Guard,
-    pub(crate) queue: VecDeque<Event>,
-    pub(crate) tracker: Tracker,
-    provider_pid: Option<u32>,
-    /// An event was read (guardian is past its start-up's signal step).
-    seen_any: bool,
-    /// guardian's status once reaped.
-    pub(crate) reaped: Option<ExitStatus>,
-}
-
-impl State {
-    pub(crate) fn new(guard: Guard) -> State {
-        State {
-            guard,
-            queue: VecDeque::new(),
-            tracker: Tracker::default(),
-            provider_pid: None,
-            seen_any: false,
-            reaped: None,
-        }
-    }
-
-    pub(crate) fn guardian_pid(&self) -> u32 {
-        self.guard.child.as_ref().map_or(0, std::process::Child::id)
-    }
-
-    pub(crate) fn provider_pid(&self) -> Option<u32> {
-        self.provider_pid
-    }
-
-    /// One line read from the events pipe: parsed (a line it cannot read becomes
-    /// [`Event::Other`]), followed by the tracker, queued; returned.
-    pub(crate) fn take_line(&mut self, line: &str) -> Event {
-        let event = Event::parse(line).unwrap_or(Event::Other { line: line.trim_end().to_string() });
-        self.seen_any = true;
-        if let Event::Spawned { pid, .. } = event {
-            self.provider_pid = u32::try_from(pid).ok();
-        }
-        self.tracker.observe(&event);
-        self.guard.finished = self.tracker.finished();
-        self.queue.push_back(event.clone());
-        event
-    }
-
-    /// Before a stop request: waits until guardian takes SIGTERM as one, at most
-    /// [`READY_WAIT`]. guardian blocks SIGTERM as its first act (and reads it from its
-    /// signalfd later); sent in the kernel's tail of guardian's exec, right after `spawn`
-    /// returned, it would end guardian by the default action instead (with nothing started
-    /// yet, so nothing left, but no `released`). Ready: an event was read or is buffered,
-    /// `/proc/<guardian>/status` shows SIGTERM blocked, or guardian exited (its pidfd, or
-    /// reaped). Where /proc cannot be read it waits for the first event or the exit.
-    /// Blocking, but in practice for the instants of that exec (one read of /proc when
-    /// guardian already runs), also in the async handle.
-    pub(crate) fn until_ready(&self, events: BorrowedFd<'_>, buffered: bool) {
-        if self.ready(buffered) {
-            return;
-        }
-        let pid = self.guardian_pid();
-        let deadline = std::time::Instant::now() + READY_WAIT;
-        loop {
-            let blocked = crate::sys::term_blocked(pid);
-            let left = deadline.saturating_duration_since(std::time::Instant::now());
-            if blocked == Some(true) || self.guard.gone || left.is_zero() {
-                return;
-            }
-            let step = if blocked.is_some() {
-                std::time::Duration::from_micros(100)
-            } else {
-                std::time::Duration::from_millis(5)
-            };
-            // The pipe (an event, or its end) or guardian's pidfd (it exited) ends the wait too.
-            if self.guard.poll_pipe_or_exit(events, Some(step.min(left))) {
-                return;
-            }
-        }
-    }
-
-    /// Whether guardian wrote anything yet: an event read (queued or taken) or bytes read from
-    /// the pipe and not yet parsed (`buffered`).
-    pub(crate) fn ready(&self, buffered: bool) -> bool {
-        buffered || self.seen_any
-    }
-
-    /// `wait_spawned`'s answer so far: the provider's pid, guardian's `error`, or `None`
-    /// (read on; at the end of the stream it is [`Error::Ended`]).
-    pub(crate) fn spawned(&self) -> Option<Result<u32, Error>> {
-        if let Some(pid) = self.provider_pid {
-            return Some(Ok(pid));
-        }
-        let (status, message) = self.tracker.error.clone()?;
-        Some(Err(Error::Guardian { status, message }))
-    }
-
-    /// `kill_now`'s first step (guardian's kill-now rule): SIGTERM unless the tree is released
-    /// or the kill already requested. `true` when the caller must read on and give each event
-    /// to [`State::kill_on`]: a SIGTERM kills at once only while guardian is stopping.
-    pub(crate) fn kill_first(&self) -> io::Result<bool> {
-        if self.tracker.finished() || self.tracker.kill_requested {
-            return Ok(false);
-        }
-        let already_stopping = self.tracker.stopping;
-        self.guard.signal()?;
-        Ok(!already_stopping)
-    }
-
-    /// `kill_now`'s answer to an event read after the first SIGTERM: `true` when it is done.
-    /// A first `stopping` (not the kill request's) gets the second SIGTERM.
-    pub(crate) fn kill_on(&self, event: &Event) -> io::Result<bool> {
-        if let Event::Stopping { reason, .. } = event {
-            if reason != "kill-request" {
-                self.guard.signal()?;
-            }
-            return Ok(true);
-        }
-        Ok(self.tracker.finished())
-    }
-}
 
 /// guardian started with an events pipe, before its first event.
 pub(crate) struct Started {
@@ -352,9 +27,20 @@ pub(crate) struct Started {
     pub(crate) stderr: Option<ChildStderr>,
 }
 
-/// Finds guardian, makes the events pipe and starts guardian with it.
-pub(crate) fn start(cmd: &mut Command) -> Result<Started, Error> {
-    let guardian = crate::find::guardian(cmd.guardian.as_deref()).map_err(Error::NotFound)?;
+/// The checks std's `spawn` fails on, made before anything starts: a value guardian would
+/// refuse, a program that cannot run (resolved as execvp will), no guardian binary.
+pub(crate) fn preflight(b: &Builder) -> io::Result<std::path::PathBuf> {
+    if let Some(message) = &b.invalid {
+        return Err(Error::Invalid(message.clone()).into());
+    }
+    crate::resolve::check(b)?;
+    crate::find::guardian(b.guardian.as_deref()).map_err(|m| Error::NotFound(m).into())
+}
+
+/// Finds guardian, makes the events pipe and starts guardian with it; `stdio` are the
+/// defaults for what the command leaves unset (std's `spawn`, `output` and `status` differ).
+pub(crate) fn start(b: &mut Builder, stdio: [fn() -> Stdio; 3]) -> io::Result<Started> {
+    let guardian = preflight(b)?;
     let (read, write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).map_err(io::Error::from)?;
     let route = crate::sys::route(&write);
     let fd_text = write.as_raw_fd().to_string();
@@ -362,14 +48,17 @@ pub(crate) fn start(cmd: &mut Command) -> Result<Started, Error> {
         Route::ProcPath(path) => (crate::command::EVENTS_FILE, path.as_os_str()),
         Route::Inherit => (crate::command::EVENTS_FD, OsStr::new(&fd_text)),
     };
-    let mut std_cmd = cmd.std_command(&guardian, events);
-    std_cmd.stdin(cmd.stdin.take().unwrap_or_else(Stdio::inherit));
-    std_cmd.stdout(cmd.stdout.take().unwrap_or_else(Stdio::inherit));
-    std_cmd.stderr(cmd.stderr.take().unwrap_or_else(Stdio::inherit));
+    let mut std_cmd = b.std_command(&guardian, events);
+    std_cmd.stdin(b.stdin.take().unwrap_or_else(stdio[0]));
+    std_cmd.stdout(b.stdout.take().unwrap_or_else(stdio[1]));
+    std_cmd.stderr(b.stderr.take().unwrap_or_else(stdio[2]));
     if let Route::Inherit = route {
         crate::sys::inherit_in_child(&mut std_cmd, write.as_raw_fd());
     }
-    let mut std = std_cmd.spawn().map_err(|source| Error::Spawn { guardian, source })?;
+    let mut std = match std_cmd.spawn() {
+        Ok(child) => child,
+        Err(source) => return Err(Error::Spawn { guardian, source }.into()),
+    };
     let hold = match route {
         Route::ProcPath(_) => Some(write),
         Route::Inherit => None,
@@ -377,13 +66,30 @@ pub(crate) fn start(cmd: &mut Command) -> Result<Started, Error> {
     let pidfd = rustix::process::pidfd_open(Pid::from_child(&std), PidfdFlags::empty()).ok();
     // The stdio goes to the caller's handle; the Guard owns the process.
     let (stdin, stdout, stderr) = (std.stdin.take(), std.stdout.take(), std.stderr.take());
-    let guard = Guard { child: Some(std), pidfd, finished: false, hold, gone: false };
+    let guard = Guard {
+        child: Some(std),
+        pidfd,
+        path: guardian,
+        finished: false,
+        hold,
+        gone: false,
+        kill_on_drop: b.kill_on_drop,
+        shared: Arc::default(),
+        rest: None,
+    };
     Ok(Started { guard, events: read, stdin, stdout, stderr })
 }
 
-/// A provider running under guardian (from [`Command::spawn`]). Dropping it without
-/// [`Child::wait`] sends guardian the stop request: the tree is stopped and reaped within the
-/// grace, and nothing blocks.
+/// std's defaults: `spawn` and `status` inherit all three; `output` gives no stdin and
+/// captures the two others.
+pub(crate) const INHERIT: [fn() -> Stdio; 3] = [Stdio::inherit, Stdio::inherit, Stdio::inherit];
+pub(crate) const OUTPUT: [fn() -> Stdio; 3] = [Stdio::null, Stdio::piped, Stdio::piped];
+
+/// A provider running under guardian (from [`Command::spawn`]): `std::process::Child`'s
+/// methods, with guardian's beside them. [`Child::id`] and the exit status are guardian's,
+/// which ends with the provider's status after the whole tree is gone. Dropping it without a
+/// wait sends guardian the stop request (the kill request with `kill_on_drop`): the tree is
+/// stopped and reaped, and nothing blocks.
 pub struct Child {
     state: State,
     events: BufReader<File>,
@@ -394,23 +100,47 @@ pub struct Child {
 }
 
 impl Command {
-    /// Starts guardian with the provider and returns once guardian runs (as
-    /// `std::process::Command::spawn` returns once its program runs), or an error: guardian
-    /// not found or not startable. That the provider could not be started (guardian's `error`
-    /// event, status 126 or 127) is [`Child::wait_spawned`]'s error, and `wait`'s.
-    pub fn spawn(&mut self) -> Result<Child, Error> {
-        let s = start(self)?;
-        Ok(Child {
+    /// Starts guardian with the provider and returns once guardian runs, as
+    /// `std::process::Command::spawn` returns once its program runs. Fails as std's does: a
+    /// program that cannot be run is `ErrorKind::NotFound` or `PermissionDenied` (resolved as
+    /// execvp will, before anything starts), a duration guardian would refuse is
+    /// `InvalidInput` with guardian's message, no guardian binary is `NotFound` naming where
+    /// it looked. The [`Error`] is inside the `io::Error` (`get_ref()`).
+    pub fn spawn(&mut self) -> io::Result<Child> {
+        let s = start(&mut self.b, INHERIT)?;
+        Ok(Child::new(s))
+    }
+
+    /// As `std::process::Command::output`: runs the provider to its end (and the tree's)
+    /// with stdin null and stdout and stderr captured, unless set.
+    pub fn output(&mut self) -> io::Result<Output> {
+        let s = start(&mut self.b, OUTPUT)?;
+        Child::new(s).wait_with_output()
+    }
+
+    /// As `std::process::Command::status`: runs the provider to its end (and the tree's).
+    pub fn status(&mut self) -> io::Result<ExitStatus> {
+        let s = start(&mut self.b, INHERIT)?;
+        Child::new(s).wait()
+    }
+}
+
+impl Child {
+    fn new(s: crate::child::Started) -> Child {
+        Child {
             state: State::new(s.guard),
             events: BufReader::new(File::from(s.events)),
             stdin: s.stdin,
             stdout: s.stdout,
             stderr: s.stderr,
-        })
+        }
     }
-}
 
-impl Child {
+    /// guardian's pid, as `std::process::Child::id` (the process this handle started; a
+    /// SIGTERM to it is a stop request).
+    pub fn id(&self) -> u32 {
+        self.state.guardian_pid()
+    }
     /// guardian's pid.
     pub fn guardian_pid(&self) -> u32 {
         self.state.guardian_pid()
@@ -422,8 +152,9 @@ impl Child {
     }
 
     /// Waits for the `spawned` event (it stays queued for [`Child::next_event`]) and returns
-    /// the provider's pid; [`Error::Guardian`] when guardian could not start the provider
-    /// (status 126 or 127, with its message), [`Error::Ended`] when guardian ended first.
+    /// the provider's pid; [`Error::Guardian`] when guardian could not start the provider,
+    /// [`Error::Version`] for a guardian older than this crate drives (its tree is stopped),
+    /// [`Error::Ended`] when guardian ended first.
     pub fn wait_spawned(&mut self) -> Result<u32, Error> {
         loop {
             if let Some(answer) = self.state.spawned() {
@@ -438,16 +169,7 @@ impl Child {
     /// Reads one event into the queue's order; `None` at the end of the stream.
     fn read_event(&mut self) -> Option<Event> {
         self.state.guard.opened(self.events.get_ref().as_fd());
-        let mut line = String::new();
-        loop {
-            line.clear();
-            match self.events.read_line(&mut line) {
-                Ok(0) | Err(_) => return None,
-                Ok(_) if line.trim().is_empty() => continue,
-                Ok(_) => break,
-            }
-        }
-        Some(self.state.take_line(&line))
+        read_line(&mut self.events, &mut self.state)
     }
 
     /// The next event, blocking until guardian writes it; `None` after the last one.
@@ -463,48 +185,132 @@ impl Child {
         std::iter::from_fn(move || self.next_event())
     }
 
-    /// The stop request: SIGTERM to guardian, which sends the tree the stop signal, waits the
-    /// grace, SIGKILLs what is left and reaps everything. Does not wait for that; right after
-    /// `spawn` it first waits (for the instants of guardian's exec) until guardian takes
-    /// SIGTERM as a stop request.
-    pub fn stop(&self) -> io::Result<()> {
+    fn until_ready(&self) {
         self.state.until_ready(self.events.get_ref().as_fd(), !self.events.buffer().is_empty());
-        self.state.guard.signal()
     }
 
-    /// Kill the tree now (guardian's kill-now rule): SIGTERM; if guardian answers with a first
-    /// `stopping`, SIGTERM again, which ends the grace with SIGKILL to the whole tree. Returns
-    /// once guardian acknowledged (`stopping` with `kill-request`, or the stream ended); the
-    /// events read meanwhile stay queued for [`Child::next_event`].
-    pub fn kill_now(&mut self) -> io::Result<()> {
-        self.state.until_ready(self.events.get_ref().as_fd(), !self.events.buffer().is_empty());
-        if self.state.kill_first()? {
-            while let Some(event) = self.read_event() {
-                if self.state.kill_on(&event)? {
-                    break;
-                }
-            }
-        }
+    /// The stop with a grace: SIGTERM to guardian, which sends the tree the stop signal, waits
+    /// the grace, SIGKILLs what is left and reaps everything. Does not wait for that.
+    pub fn stop(&self) -> io::Result<()> {
+        self.until_ready();
+        self.state.guard.stop()
+    }
+
+    /// As `std::process::Child::kill`: the provider and its whole tree get SIGKILL now (the
+    /// kill request, spec/driver.json), and the status [`Child::wait`] then returns is
+    /// "signal 9", as std's. Does not wait; `Ok(())` when guardian has already exited.
+    pub fn kill(&mut self) -> io::Result<()> {
+        self.until_ready();
+        self.state.guard.kill()?;
+        self.state.kill_pending |= self.state.reaped.is_none();
         Ok(())
     }
 
-    /// Waits until guardian released the tree (every descendant reaped) and exited; returns its
-    /// `released` event with guardian's exit status. Closes the provider's stdin first, like
-    /// `std::process::Child::wait`.
-    pub fn wait(mut self) -> Result<Released, Error> {
+    /// Closes the provider's stdin, as std's `wait` does first (after a kill request, once
+    /// the provider was reaped: see `State::stdin_may_close`).
+    fn close_stdin(&mut self) {
+        while !self.state.stdin_may_close() && self.read_event().is_some() {}
         drop(self.stdin.take());
-        while !self.state.tracker.finished() && self.read_event().is_some() {}
-        let status = self.reap()?;
-        self.state.tracker.outcome(status)
+    }
+
+    /// As `std::process::Child::wait`: closes the provider's stdin, then waits until guardian
+    /// released the tree (every descendant reaped) and exited; guardian's status, which is the
+    /// provider's. The same status on every further call; [`Child::released`] then gives the
+    /// teardown's figures.
+    pub fn wait(&mut self) -> io::Result<ExitStatus> {
+        self.close_stdin();
+        while self.state.reaped.is_none() && !self.state.tracker.finished() && self.read_event().is_some() {}
+        self.reap()?;
+        self.state.status()
+    }
+
+    /// As `std::process::Child::try_wait`: guardian's status if it has exited (its events are
+    /// then read to their end), `None` if it still runs. Never blocks.
+    pub fn try_wait(&mut self) -> io::Result<Option<ExitStatus>> {
+        if self.state.reaped.is_none() {
+            let exited = match self.state.guard.child.as_mut() {
+                Some(child) => child.try_wait()?,
+                None => return Err(io::Error::other("guardian was already reaped")),
+            };
+            let Some(status) = exited else { return Ok(None) };
+            // guardian exited: its write end is closed, the rest of the stream is in the pipe.
+            self.state.guard.hold = None;
+            while read_line(&mut self.events, &mut self.state).is_some() {}
+            self.state.finish(status);
+        }
+        self.state.status().map(Some)
+    }
+
+    /// As `std::process::Child::wait_with_output`: reads stdout and stderr (when piped) to
+    /// their end while waiting.
+    pub fn wait_with_output(mut self) -> io::Result<Output> {
+        self.close_stdin();
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        let stderr = self.stderr.take();
+        let reader = stderr.map(|mut e| {
+            std::thread::spawn(move || {
+                let mut buf = Vec::new();
+                e.read_to_end(&mut buf).map(|_| buf)
+            })
+        });
+        if let Some(mut o) = self.stdout.take() {
+            o.read_to_end(&mut out)?;
+        }
+        if let Some(reader) = reader {
+            err = reader.join().map_err(|_| io::Error::other("stderr reader panicked"))??;
+        }
+        let status = self.wait()?;
+        Ok(Output { status, stdout: out, stderr: err })
+    }
+
+    /// guardian's `released` event (with its exit status) once [`Child::wait`] or
+    /// [`Child::try_wait`] saw guardian exit; `None` before, or when guardian ended without
+    /// one (see [`Child::wait_released`]).
+    pub fn released(&self) -> Option<&Released> {
+        self.state.released()
+    }
+
+    /// Waits as [`Child::wait`] does and returns the `released` event, or why there is none:
+    /// guardian's `error` ([`Error::Guardian`]), [`Error::Version`], [`Error::Ended`].
+    pub fn wait_released(&mut self) -> Result<Released, Error> {
+        match self.wait() {
+            Ok(_) => {}
+            Err(e) if self.state.reaped.is_none() => return Err(Error::Io(e)),
+            Err(_) => {}
+        }
+        self.state.outcome()
+    }
+
+    /// A handle on the `released` figures that outlives this one: filled when guardian is
+    /// reaped, also after a drop (the reaping thread reads the rest of the events).
+    pub fn released_handle(&self) -> ReleasedHandle {
+        self.state.handle()
     }
 
     fn reap(&mut self) -> io::Result<ExitStatus> {
         if let Some(status) = self.state.reaped {
             return Ok(status);
         }
-        let mut child = self.state.guard.child.take().ok_or_else(|| io::Error::other("guardian was already reaped"))?;
+        let child = self.state.guard.child.as_mut().ok_or_else(|| io::Error::other("guardian was already reaped"))?;
         let status = child.wait()?;
-        self.state.reaped = Some(status);
+        self.state.guard.hold = None;
+        self.state.finish(status);
         Ok(status)
+    }
+}
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let buffered = self.events.buffer().to_vec();
+        self.state.leave(buffered, self.events.get_ref().as_fd());
+    }
+}
+
+impl std::fmt::Debug for Child {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Child")
+            .field("guardian_pid", &self.guardian_pid())
+            .field("provider_pid", &self.provider_pid())
+            .finish_non_exhaustive()
     }
 }

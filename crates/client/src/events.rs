@@ -3,9 +3,8 @@
 //! against); this module reads each field by the spec's name and type, and its tests check, for
 //! every field of the table, that a wrong type or a missing required field is refused.
 
-use std::process::ExitStatus;
-
 use serde_json::{Map, Value};
+pub use treeguardian_spec::events::{Mode, SignalReason, SignalTarget, StopReason};
 
 /// One line of guardian's event stream. Fields are those of docs/contract.md's events table;
 /// `ts` is CLOCK_MONOTONIC seconds.
@@ -15,19 +14,28 @@ pub enum Event {
     /// An interface was refused and guardian does without it.
     Fallback { ts: f64, what: String, errno: String, detail: String },
     /// The provider started.
-    Spawned { ts: f64, pid: i32, pgid: i32, guardian_pid: i32, mode: String, cgroup: Option<String> },
+    Spawned {
+        ts: f64,
+        pid: i32,
+        pgid: i32,
+        guardian_pid: i32,
+        mode: Mode,
+        cgroup: Option<String>,
+        /// guardian's version; `None` from a guardian older than 0.2.0 (which the crate refuses).
+        version: Option<String>,
+    },
     /// A teardown started (`reason` `signal`, `timeout`, `parent-died`), or a further stop
     /// request ended its grace (`kill-request`).
-    Stopping { ts: f64, reason: String, grace_ms: u64 },
+    Stopping { ts: f64, reason: StopReason, grace_ms: u64 },
     /// A signal was delivered.
     Signal {
         ts: f64,
         signal: String,
-        target: String,
+        target: SignalTarget,
         pid: Option<i32>,
         cgroup: Option<String>,
         pids: Option<Vec<i32>>,
-        reason: String,
+        reason: SignalReason,
     },
     /// The provider stopped (job control).
     Stopped { ts: f64, pid: i32, signal: String },
@@ -43,29 +51,10 @@ pub enum Event {
     Other { line: String },
 }
 
-/// The `released` event: every descendant is gone. [`crate::Child::wait`] returns it with
-/// guardian's own exit status filled in.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Released {
-    pub ts: f64,
-    /// guardian's exit status as it reported it (the provider's, or 124 after `--timeout`).
-    pub status: i32,
-    /// Descendants sent the stop signal; `None` where guardian cannot count them.
-    pub signalled: Option<u64>,
-    pub killed: u64,
-    pub reaped: u64,
-    pub teardown_ms: f64,
-    pub cgroup: Option<String>,
-    pub oom_kill: Option<u64>,
-    pub provider_user_ms: f64,
-    pub provider_system_ms: f64,
-    pub provider_max_rss_kb: u64,
-    pub tree_user_ms: f64,
-    pub tree_system_ms: f64,
-    pub tree_max_rss_kb: u64,
-    /// guardian's process status, once [`crate::Child::wait`] reaped it (`None` in the event).
-    pub exit_status: Option<ExitStatus>,
-}
+/// The `released` event: every descendant is gone. Its one declaration is the spec crate's
+/// (`treeguardian_spec::events::Released`), the wire form of guardian's event; the handles fill
+/// `exit_status` once they reaped guardian.
+pub use treeguardian_spec::events::Released;
 
 /// Reads the fields of one event object.
 struct Fields<'a> {
@@ -115,6 +104,12 @@ impl Fields<'_> {
     fn string(&self, name: &str) -> Res<String> {
         self.always(name, string, "a string")
     }
+    /// A string of a value set (`treeguardian_spec::events`' enums); one this version does not
+    /// know makes the line unreadable here (it is then [`Event::Other`]).
+    fn value<T>(&self, name: &str, parse: fn(&str) -> Option<T>) -> Res<T> {
+        let text = self.string(name)?;
+        parse(&text).ok_or_else(|| format!("{}: `{name}` has a value this version does not know: {text}", self.event))
+    }
 }
 
 fn int(v: &Value) -> Option<i32> {
@@ -145,18 +140,23 @@ impl Event {
                 pid: f.int("pid")?,
                 pgid: f.int("pgid")?,
                 guardian_pid: f.int("guardian_pid")?,
-                mode: f.string("mode")?,
+                mode: f.value("mode", Mode::parse)?,
                 cgroup: f.nullable("cgroup", string, "a string")?,
+                // Read as optional although guardian 0.2.0 always writes it: an older guardian
+                // leaves it out, and that is the version check's refusal, not an unreadable line.
+                version: f.optional("version", string, "a string")?,
             },
-            "stopping" => Event::Stopping { ts, reason: f.string("reason")?, grace_ms: f.uint("grace_ms")? },
+            "stopping" => {
+                Event::Stopping { ts, reason: f.value("reason", StopReason::parse)?, grace_ms: f.uint("grace_ms")? }
+            }
             "signal" => Event::Signal {
                 ts,
                 signal: f.string("signal")?,
-                target: f.string("target")?,
+                target: f.value("target", SignalTarget::parse)?,
                 pid: f.optional("pid", int, "an int")?,
                 cgroup: f.optional("cgroup", string, "a string")?,
                 pids: f.optional("pids", ints, "an array of ints")?,
-                reason: f.string("reason")?,
+                reason: f.value("reason", SignalReason::parse)?,
             },
             "stopped" => Event::Stopped { ts, pid: f.int("pid")?, signal: f.string("signal")? },
             "continued" => Event::Continued { ts, pid: f.int("pid")? },
@@ -240,7 +240,11 @@ mod tests {
         obj.insert("event".into(), spec.name.into());
         obj.insert("ts".into(), 12.5.into());
         for f in spec.fields {
-            obj.insert(f.name.into(), sample(f.ty));
+            let value = match treeguardian_spec::events::values(spec.name, f.name) {
+                Some(set) => Value::from(set[0]),
+                None => sample(f.ty),
+            };
+            obj.insert(f.name.into(), value);
         }
         edit(&mut obj);
         Value::Object(obj).to_string()
@@ -265,6 +269,10 @@ mod tests {
                     o.remove(field.name);
                 }));
                 match field.presence {
+                    // (see `Event::parse`: a missing version is the version check's case)
+                    Presence::Always if spec.name == "spawned" && field.name == "version" => {
+                        assert!(absent.is_ok(), "spawned.version may be absent (an older guardian)")
+                    }
                     Presence::Always => {
                         assert!(nulled.is_err() && absent.is_err(), "{}.{} is required", spec.name, field.name)
                     }
@@ -273,6 +281,26 @@ mod tests {
                     }
                     Presence::Optional => assert!(absent.is_ok(), "{}.{} may be absent", spec.name, field.name),
                 }
+            }
+        }
+    }
+
+    /// Every value of every set reads as its enum; a value outside the set does not.
+    #[test]
+    fn value_sets_read_as_the_spec_enums() {
+        for spec in EVENTS {
+            for f in spec.fields {
+                let Some(set) = treeguardian_spec::events::values(spec.name, f.name) else { continue };
+                for v in &set {
+                    let ok = Event::parse(&line(spec, |o| {
+                        o.insert(f.name.into(), Value::from(*v));
+                    }));
+                    assert!(ok.is_ok(), "{}.{} = {v}: {ok:?}", spec.name, f.name);
+                }
+                let unknown = Event::parse(&line(spec, |o| {
+                    o.insert(f.name.into(), Value::from("no-such-value"));
+                }));
+                assert!(unknown.is_err(), "{}.{} took an unknown value", spec.name, f.name);
             }
         }
     }

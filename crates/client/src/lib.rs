@@ -1,18 +1,28 @@
 #![doc = include_str!("../README.md")]
+#![deny(unsafe_code)]
 
 mod child;
 mod command;
+pub mod driver;
+mod error;
 mod events;
 mod find;
+mod resolve;
+mod state;
+#[allow(unsafe_code)] // the `pre_exec` and the kill request's signal number, each with its SAFETY note
 mod sys;
 #[cfg(feature = "tokio")]
-mod tokio;
+pub mod tokio;
 #[cfg(feature = "rmcp")]
 mod transport;
+#[cfg(feature = "process-wrap")]
+pub mod wrap;
 
-pub use child::{Child, Error};
+pub use child::Child;
 pub use command::Command;
-pub use events::{Event, Released};
+pub use error::Error;
+pub use events::{Event, Mode, Released, SignalReason, SignalTarget, StopReason};
+pub use state::ReleasedHandle;
 #[cfg(feature = "tokio")]
 pub use tokio::AsyncChild;
 #[cfg(feature = "rmcp")]

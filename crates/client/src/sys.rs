@@ -10,7 +10,8 @@
 //!   copy right before exec, so no other process the host spawns meanwhile can inherit it.
 //!   Taken when guardian could not open the /proc path (see [`route`]).
 //!
-//! The crate's only `unsafe` is the `pre_exec` of the second route.
+//! The crate's only `unsafe` blocks are here: the `pre_exec` of the second route, and the kill
+//! request's real-time signal number ([`kill_request_signal`]).
 
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
@@ -93,4 +94,14 @@ pub(crate) fn inherit_in_child(cmd: &mut std::process::Command, fd: RawFd) {
             Ok(())
         });
     }
+}
+
+/// The kill request's signal (spec/driver.json: RTMAX, 64), for `pidfd_send_signal`.
+pub(crate) fn kill_request_signal() -> rustix::process::Signal {
+    const _: () = assert!(crate::driver::KILL_SIGNAL_NUMBER == 64, "SIGRTMAX on Linux is 64");
+    // SAFETY: `from_raw_unchecked` requires a signal number the kernel accepts and not one libc
+    // reserves for itself (glibc and musl use 32-34, below SIGRTMIN); 64 is the kernel's
+    // SIGRTMAX (_NSIG 64 on every Linux architecture Rust supports but MIPS, where guardian is
+    // not built), an ordinary real-time signal. It is only ever sent, never handled here.
+    unsafe { rustix::process::Signal::from_raw_unchecked(crate::driver::KILL_SIGNAL_NUMBER) }
 }

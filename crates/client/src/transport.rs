@@ -13,9 +13,9 @@ use rmcp::transport::Transport;
 use rmcp::transport::async_rw::AsyncRwTransport;
 use tokio::process::{ChildStdin, ChildStdout};
 
-use crate::child::Error;
-use crate::command::Command;
-use crate::tokio::AsyncChild;
+use crate::error::Error;
+use crate::state::ReleasedHandle;
+use crate::tokio::{AnyCommand, Child};
 
 /// An MCP server's stdio as rmcp's client transport, with the server under guardian:
 /// `().serve(GuardianTransport::spawn(&mut cmd).await?).await?`.
@@ -25,16 +25,19 @@ use crate::tokio::AsyncChild;
 /// released it. Dropped without a close (a dropped client, a runtime shutting down), it sends
 /// guardian the stop request at once and does not block.
 pub struct GuardianTransport {
-    child: AsyncChild,
+    child: Child,
     io: AsyncRwTransport<RoleClient, ChildStdout, ChildStdin>,
     close_timeout: Duration,
 }
 
 impl GuardianTransport {
-    /// Spawns `cmd` under guardian with piped stdin and stdout (stderr as `cmd` says).
-    pub async fn spawn(cmd: &mut Command) -> Result<GuardianTransport, Error> {
-        cmd.stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped());
-        let mut child = cmd.spawn_async().await?;
+    /// Spawns `cmd` under guardian with piped stdin and stdout (stderr as `cmd` says). Takes
+    /// either `Command` (`treeguardian_client::Command` or `treeguardian_client::tokio::Command`).
+    pub async fn spawn(cmd: &mut impl AnyCommand) -> Result<GuardianTransport, Error> {
+        let mut child = cmd.spawn_piped().map_err(|e| match e.downcast::<Error>() {
+            Ok(e) => e,
+            Err(e) => Error::Io(e),
+        })?;
         // A server that cannot start is spawn's error here (guardian's 126 or 127, with its
         // message), not a closed connection at the first request.
         child.wait_spawned().await?;
@@ -53,8 +56,15 @@ impl GuardianTransport {
     }
 
     /// guardian and its provider.
-    pub fn child(&self) -> &AsyncChild {
+    pub fn child(&self) -> &Child {
         &self.child
+    }
+
+    /// The `released` figures, reachable after `cancel()` (which consumes the transport):
+    /// take the handle before `serve`, read it after. `cancel()` returns once guardian
+    /// released the tree, so it is filled then.
+    pub fn released_handle(&self) -> ReleasedHandle {
+        self.child.released_handle()
     }
 
     async fn shutdown(&mut self) -> io::Result<()> {
@@ -64,7 +74,7 @@ impl GuardianTransport {
             // guardian's grace bounds this: then it SIGKILLs the tree and releases it.
             drain(&mut self.child).await;
         }
-        if self.child.reaped() {
+        if self.child.id().is_none() {
             return Ok(()); // a second close()
         }
         self.child.reap().await.map(drop)
@@ -72,7 +82,7 @@ impl GuardianTransport {
 }
 
 /// Reads events until the last one (`released`, `error`) or the end of the stream.
-async fn drain(child: &mut AsyncChild) {
+async fn drain(child: &mut Child) {
     while !child.finished() && child.next_event().await.is_some() {}
 }
 

@@ -1,4 +1,4 @@
-//! The blocking API against the real guardian: events, wait, drop, kill_now, errors, fds.
+//! The blocking API against the real guardian: events, wait, drop, kill, errors, fds.
 
 mod common;
 
@@ -35,7 +35,7 @@ fn events_then_released_and_nothing_left() {
     assert_eq!(names.first(), Some(&"spawned"), "{names:?}");
     assert!(names.contains(&"exit") && names.last() == Some(&"released"), "{names:?}");
     // the events were read; wait still returns the released event
-    let released = child.wait().expect("wait");
+    let released = child.wait_released().expect("wait");
     assert_eq!(released.status, 3);
     assert!(released.reaped >= 1, "{released:?}");
     assert_eq!(released.exit_status.and_then(|s| s.code()), Some(3));
@@ -56,34 +56,42 @@ fn drop_stops_the_tree_without_blocking() {
     assert!(took < Duration::from_secs(5), "drop blocked for {took:?}");
 }
 
+/// `kill()` is the kill request (spec/driver.json): SIGKILL to the provider and its whole tree
+/// at once, with no stop signal and no grace, and the status std gives a SIGKILLed child.
+/// (Needs guardian's `--kill-signal`, GUARDIAN_KILL_SIGNAL: the "stop" branch.)
 #[test]
-fn kill_now_ends_the_grace_of_a_term_ignoring_tree() {
-    let tag = nonce("killnow");
+fn kill_is_sigkill_to_the_tree_now() {
+    use std::os::unix::process::ExitStatusExt;
+    let tag = nonce("kill");
     let _sweep = Sweep(tag.clone());
     // Each shell says so once its trap is set (a SIGTERM before would end it).
     let script = format!(
         "trap '' TERM; setsid sh -c \"trap '' TERM; echo child; sleep 300; : {tag}\" & echo up; sleep 300; : {tag}"
     );
-    let mut child = sh(&script).grace(Duration::from_secs(600)).stdout(Stdio::piped()).spawn().expect("spawn");
+    let mut child = sh(&script).grace(Duration::from_secs(20)).stdout(Stdio::piped()).spawn().expect("spawn");
     let mut lines = std::io::BufReader::new(child.stdout.take().expect("stdout"));
     for _ in 0..2 {
         let mut line = String::new();
         std::io::BufRead::read_line(&mut lines, &mut line).expect("a line");
         assert!(line == "up\n" || line == "child\n", "{line:?}");
     }
-    child.kill_now().expect("kill_now");
-    let (mut reasons, mut provider_signal) = (Vec::new(), None);
+    child.kill().expect("kill");
+    let (mut reasons, mut provider_signal, mut signals) = (Vec::new(), None, Vec::new());
     while let Some(e) = child.next_event() {
         match e {
             Event::Stopping { reason, .. } => reasons.push(reason),
             Event::Exit { signal, .. } => provider_signal = signal,
+            Event::Signal { signal, .. } => signals.push(signal),
             _ => {}
         }
     }
-    assert_eq!(reasons, ["signal", "kill-request"]);
-    // The provider ignores SIGTERM: within a 600 s grace only the kill-now SIGKILL ends it.
+    assert_eq!(reasons, [treeguardian_client::StopReason::KillRequest]);
+    assert!(!signals.iter().any(|s| s == "SIGTERM"), "no stop signal before the kill: {signals:?}");
+    // The provider ignores SIGTERM: within a 20 s grace only the kill request's SIGKILL ends it.
     assert_eq!(provider_signal.as_deref(), Some("SIGKILL"));
-    child.wait().expect("released");
+    let status = child.wait().expect("wait");
+    assert_eq!(status.signal(), Some(libc::SIGKILL), "{status}");
+    assert!(child.released().is_some());
     gone_within(&tag, LIMIT).expect("nothing left");
 }
 
@@ -91,31 +99,41 @@ fn kill_now_ends_the_grace_of_a_term_ignoring_tree() {
 fn stop_is_a_graceful_stop() {
     let tag = nonce("stop");
     let _sweep = Sweep(tag.clone());
-    let child = sh(&format!("sleep 300; : {tag}")).spawn().expect("spawn");
+    let mut child = sh(&format!("sleep 300; : {tag}")).spawn().expect("spawn");
     assert!(present_within(&tag, 1, LIMIT));
     child.stop().expect("stop");
-    let released = child.wait().expect("released");
+    let released = child.wait_released().expect("released");
     assert_eq!(released.killed, 0, "{released:?}");
     gone_within(&tag, LIMIT).expect("nothing left");
 }
 
+/// A program that exists and is executable but whose exec fails inside guardian (a script
+/// whose interpreter is missing: execvp's ENOENT) is guardian's error event, status 127.
+/// (A program that is not there at all fails at spawn: tests/std_parity.rs.)
 #[test]
-fn a_provider_that_cannot_start_is_an_error() {
-    let mut cmd = Command::new("/nonexistent/tgc-provider");
+fn a_provider_whose_exec_fails_is_guardians_error() {
+    use std::os::unix::fs::PermissionsExt;
+    let tag = nonce("badinterp");
+    let script = std::env::temp_dir().join(format!("{tag}.sh"));
+    std::fs::write(&script, "#!/nonexistent/tgc-interpreter\n").expect("write script");
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let mut cmd = Command::new(&script);
     cmd.guardian(guardian());
     let mut child = cmd.spawn().expect("guardian itself starts");
     match child.wait_spawned() {
         Err(Error::Guardian { status, message }) => {
             assert_eq!(status, 127, "{message}");
-            assert!(message.contains("tgc-provider"), "{message}");
+            assert!(message.contains(&tag), "{message}");
         }
         other => panic!("expected guardian's error event, got {other:?}"),
     }
     assert_eq!(child.provider_pid(), None);
-    match child.wait() {
+    match child.wait_released() {
         Err(Error::Guardian { status: 127, .. }) => {}
         other => panic!("wait: expected guardian's error, got {other:?}"),
     }
+    assert_eq!(child.wait().expect("status").code(), Some(127));
+    let _ = std::fs::remove_file(&script);
 }
 
 /// guardian opens `/proc/<this pid>/fd/<n>` itself, so std spawns it without a `pre_exec`
@@ -130,7 +148,7 @@ fn the_events_pipe_is_passed_by_its_proc_path() {
     let argv = std::fs::read(format!("/proc/{}/cmdline", child.guardian_pid())).expect("guardian's cmdline");
     let want = format!("--events-file\0/proc/{}/fd/", std::process::id());
     assert!(argv.windows(want.len()).any(|w| w == want.as_bytes()), "{:?}", String::from_utf8_lossy(&argv));
-    assert_eq!(child.wait().expect("released").status, 0);
+    assert_eq!(child.wait_released().expect("released").status, 0);
 }
 
 /// Dropped before guardian opened the events pipe (the /proc route): the held write end goes
@@ -199,7 +217,7 @@ fn kill(pid: u32, sig: i32) {
 fn a_missing_guardian_names_every_source() {
     let mut cmd = Command::new("true");
     cmd.guardian("/nonexistent/guardian");
-    let err = cmd.spawn().err().expect("an error").to_string();
+    let err = cmd.spawn().expect_err("an error").to_string();
     for needle in ["/nonexistent/guardian", "GUARDIAN_BIN", "PATH", "cargo install treeguardian", "npm"] {
         assert!(err.contains(needle), "{needle} not in: {err}");
     }
@@ -259,7 +277,8 @@ fn option_flags_are_guardians() {
 }
 
 /// The crate never sends SIGKILL (to guardian or anyone): a SIGKILLed guardian orphans the
-/// tree. Its only signal is SIGTERM, through the pidfd (or the unreaped pid).
+/// tree. Its only signals are the stop request (SIGTERM) and the kill request (RTMAX), sent in
+/// one place, through the pidfd (or the unreaped pid).
 #[test]
 fn the_crate_never_sends_sigkill() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
@@ -267,12 +286,18 @@ fn the_crate_never_sends_sigkill() {
     for entry in std::fs::read_dir(&dir).expect("src") {
         let path = entry.expect("entry").path();
         let text = std::fs::read_to_string(&path).expect("read");
-        for needle in ["Signal::KILL", "libc::SIGKILL", "libc::kill(", ".kill()", "start_kill"] {
+        // (`libc::SIGKILL =>`: the process-wrap child maps a SIGKILL asked of it to the kill
+        // request; it is matched, never sent)
+        let text = text.replace("libc::SIGKILL =>", "");
+        for needle in ["Signal::KILL", "libc::SIGKILL", "libc::kill(", "Signal::from_named_raw(9"] {
             assert!(!text.contains(needle), "{} contains {needle}", path.display());
         }
-        signals += text.matches("Signal::TERM").count();
+        signals += text.matches("pidfd_send_signal(").count() + text.matches("kill_process(").count();
     }
-    assert_eq!(signals, 2, "the pidfd and the pid fallback, both SIGTERM");
+    assert_eq!(
+        signals, 4,
+        "two sends (the handles' and the process-wrap child's): each the pidfd, and the pid fallback"
+    );
 }
 
 /// A stop request after guardian released the tree (and exited, unreaped) is not an error.
@@ -289,6 +314,25 @@ fn stop_after_release_is_ok() {
         std::thread::sleep(Duration::from_millis(5));
     }
     child.stop().expect("stop after release");
-    child.kill_now().expect("kill_now after release");
-    assert_eq!(child.wait().expect("released").status, 0);
+    child.kill().expect("kill after release");
+    assert_eq!(child.wait_released().expect("released").status, 0);
+}
+
+/// The `released` figures stay reachable after a drop (issue 30.4): the reaping thread reads
+/// the rest of the events for the handle taken before.
+#[test]
+fn released_is_reachable_after_a_drop() {
+    let tag = nonce("drop-released");
+    let _sweep = Sweep(tag.clone());
+    let mut child = sh(&format!("setsid sh -c 'sleep 300; : {tag}' & sleep 300; : {tag}")).spawn().expect("spawn");
+    let handle = child.released_handle();
+    assert!(child.wait_spawned().is_ok());
+    assert!(present_within(&tag, 2, LIMIT));
+    drop(child);
+    let released = handle.wait_timeout(LIMIT).expect("released after the drop");
+    // The drop's stop request: the provider ended by SIGTERM, and guardian with it.
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(released.exit_status.and_then(|s| s.signal()), Some(libc::SIGTERM), "{released:?}");
+    assert!(handle.is_finished());
+    gone_within(&tag, LIMIT).expect("nothing left");
 }

@@ -101,12 +101,58 @@ fn connect_call_cancel() {
     let tag = nonce("cancel");
     let _sweep = Sweep(tag.clone());
     runtime().block_on(async {
-        let client = connect("coop", &tag).await;
+        let transport = GuardianTransport::spawn(&mut server_command("coop", &tag)).await.expect("spawn");
+        let released = transport.released_handle();
+        let client = ().serve(transport).await.expect("MCP initialize");
         assert!(call(&client).await.starts_with("pong "));
         assert!(present_within(&tag, 2, LIMIT), "server and helper run");
         client.cancel().await.expect("cancel");
         // close() returned after guardian released the tree: nothing may be left now.
         assert_eq!(tagged(&tag), Vec::<i32>::new(), "left after cancel()");
+        // The figures after cancel() (issue 30.4): the helper was reaped by guardian.
+        let released = released.get().expect("released after cancel()");
+        assert!(released.reaped >= 1 && released.exit_status.is_some(), "{released:?}");
+    });
+}
+
+/// rmcp's own `TokioChildProcess`, given the driver's `tokio::Command` (the one-line change
+/// for a host that used it): connect, call, cancel (rmcp's graceful shutdown: stdin closed,
+/// then the stop request, then the kill request), and nothing left; `released` reachable.
+fn tokio_child_process_with_the_driver() {
+    use rmcp::transport::TokioChildProcess;
+    let tag = nonce("pwrap");
+    let _sweep = Sweep(tag.clone());
+    runtime().block_on(async {
+        let exe = std::env::current_exe().expect("current_exe");
+        let mut cmd = treeguardian_client::tokio::Command::new(&exe);
+        cmd.args(["--server", "coop", &tag]).guardian(guardian()).grace(Duration::from_millis(500));
+        let transport = TokioChildProcess::new(cmd).expect("TokioChildProcess");
+        let client = ().serve(transport).await.expect("MCP initialize");
+        assert!(call(&client).await.starts_with("pong "));
+        assert!(present_within(&tag, 2, LIMIT), "server and helper run");
+        client.cancel().await.expect("cancel");
+        gone_within(&tag, LIMIT).expect("left after cancel()");
+
+        // The same through process-wrap's wrapper on a plain tokio command, dropped.
+        let mut plain = tokio::process::Command::new(&exe);
+        plain.args(["--server", "hostile", &tag]);
+        let mut wrap = process_wrap::tokio::CommandWrap::from(plain);
+        let mut options = treeguardian_client::tokio::Command::new("unused");
+        options.guardian(guardian()).grace(Duration::from_millis(500));
+        let guardian_wrap = treeguardian_client::wrap::Guardian::with(options);
+        let released = guardian_wrap.released_handle();
+        wrap.wrap(guardian_wrap);
+        let transport = TokioChildProcess::new(wrap).expect("TokioChildProcess");
+        let client = ().serve(transport).await.expect("MCP initialize");
+        assert!(call(&client).await.starts_with("pong "));
+        assert!(present_within(&tag, 2, LIMIT));
+        drop(client);
+        gone_within(&tag, LIMIT).expect("left after drop");
+        let end = Instant::now() + LIMIT;
+        while !released.is_finished() && Instant::now() < end {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(released.get().is_some(), "released after a drop");
     });
 }
 
@@ -176,6 +222,7 @@ fn twenty_reconnects() {
 
 const TESTS: &[(&str, fn())] = &[
     ("connect_call_cancel", connect_call_cancel),
+    ("tokio_child_process_with_the_driver", tokio_child_process_with_the_driver),
     ("dropped_client", dropped_client),
     ("term_ignoring_server_with_setsid_child", term_ignoring_server_with_setsid_child),
     ("runtime_drop", runtime_drop),

@@ -18,5 +18,5 @@ fn the_variable_forces_the_inherited_fd() {
     let argv = std::fs::read(format!("/proc/{}/cmdline", child.guardian_pid())).expect("guardian's cmdline");
     let text = String::from_utf8_lossy(&argv).replace('\0', " ");
     assert!(text.contains("--events-fd ") && !text.contains("--events-file"), "{text}");
-    assert_eq!(child.wait().expect("released").status, 0);
+    assert_eq!(child.wait_released().expect("released").status, 0);
 }

@@ -23,7 +23,7 @@ fn a_non_dumpable_host_passes_the_events_fd() {
     let argv = std::fs::read(format!("/proc/{}/cmdline", child.guardian_pid())).expect("guardian's cmdline");
     let text = String::from_utf8_lossy(&argv).replace('\0', " ");
     assert!(text.contains("--events-fd ") && !text.contains("--events-file"), "{text}");
-    let released = child.wait().expect("released");
+    let released = child.wait_released().expect("released");
     assert_eq!(released.status, 4);
     gone_within(&tag, Duration::from_secs(20)).expect("nothing left");
 }

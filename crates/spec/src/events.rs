@@ -237,13 +237,128 @@ pub fn event(name: &str) -> Option<&'static EventSpec> {
     EVENTS.iter().find(|e| e.name == name)
 }
 
+/// The `released` event as a reader holds it: its wire fields (the table's, in order), the
+/// common `ts`, and guardian's process status once the reader reaped it (`None` in the event
+/// itself). The Rust client's type; the binary writes the same fields from its teardown
+/// figures (`src/events.rs`, checked against [`EVENTS`] by its schema test).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Released {
+    pub ts: f64,
+    /// guardian's exit status as it reported it (the provider's, or 124 after `--timeout`).
+    pub status: i32,
+    /// Descendants sent the stop signal; `None` where guardian cannot count them.
+    pub signalled: Option<u64>,
+    pub killed: u64,
+    pub reaped: u64,
+    pub teardown_ms: f64,
+    pub cgroup: Option<String>,
+    pub oom_kill: Option<u64>,
+    pub provider_user_ms: f64,
+    pub provider_system_ms: f64,
+    pub provider_max_rss_kb: u64,
+    pub tree_user_ms: f64,
+    pub tree_system_ms: f64,
+    pub tree_max_rss_kb: u64,
+    /// guardian's process status, once the reader reaped it (`None` in the event).
+    pub exit_status: Option<std::process::ExitStatus>,
+}
+
+/// A string field's value set as a Rust enum: `as_str` (the wire text), `parse`, `ALL`.
+macro_rules! value_set {
+    ($(#[$meta:meta])* $name:ident for $event:literal . $field:literal { $($(#[$vmeta:meta])* $variant:ident = $text:literal),* $(,)? }) => {
+        $(#[$meta])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum $name { $($(#[$vmeta])* $variant),* }
+
+        impl $name {
+            /// Every value, in the order the contract lists them.
+            pub const ALL: &'static [$name] = &[$($name::$variant),*];
+            /// The event and field this set belongs to.
+            pub const FIELD: (&'static str, &'static str) = ($event, $field);
+            /// The text on the wire.
+            pub const fn as_str(self) -> &'static str {
+                match self { $($name::$variant => $text),* }
+            }
+            /// The value of a wire text; `None` for one this version does not know.
+            pub fn parse(text: &str) -> Option<$name> {
+                match text { $($text => Some($name::$variant),)* _ => None }
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+value_set! {
+    /// `spawned.mode`: how guardian holds the tree.
+    Mode for "spawned"."mode" { Subreaper = "subreaper", Pid1 = "pid1", Cgroup = "cgroup" }
+}
+value_set! {
+    /// `stopping.reason`: why a teardown started.
+    StopReason for "stopping"."reason" {
+        /// The stop signal (a stop request).
+        Signal = "signal",
+        /// `--timeout` ran out.
+        Timeout = "timeout",
+        /// guardian's parent died.
+        ParentDied = "parent-died",
+        /// The kill request (or a further stop request ending the grace): SIGKILL now.
+        KillRequest = "kill-request",
+    }
+}
+value_set! {
+    /// `signal.target`: whom a signal went to.
+    SignalTarget for "signal"."target" {
+        Provider = "provider",
+        Group = "group",
+        Descendants = "descendants",
+        Namespace = "namespace",
+        Cgroup = "cgroup",
+    }
+}
+value_set! {
+    /// `signal.reason`: why a signal was sent.
+    SignalReason for "signal"."reason" {
+        Forwarded = "forwarded",
+        Stop = "stop",
+        Kill = "kill",
+        ParentDied = "parent-died",
+        Timeout = "timeout",
+    }
+}
+
+/// The value sets of string fields that have one, by (event, field): in `spec/events.json` as
+/// each field's `values`, for the Node and Python drivers' unions.
+pub fn values(event: &str, field: &str) -> Option<Vec<&'static str>> {
+    fn all<T: Copy>(set: &[T], text: fn(T) -> &'static str) -> Vec<&'static str> {
+        set.iter().map(|v| text(*v)).collect()
+    }
+    Some(match (event, field) {
+        _ if Mode::FIELD == (event, field) => all(Mode::ALL, Mode::as_str),
+        _ if StopReason::FIELD == (event, field) => all(StopReason::ALL, StopReason::as_str),
+        _ if SignalTarget::FIELD == (event, field) => all(SignalTarget::ALL, SignalTarget::as_str),
+        _ if SignalReason::FIELD == (event, field) => all(SignalReason::ALL, SignalReason::as_str),
+        _ => return None,
+    })
+}
+
 /// `spec/events.json`: the table as JSON, for the Node and Python drivers' checks. Written by
 /// hand (the crate has no dependencies); `tests/generated.rs` checks the file is current and
 /// rewrites it with `GUARDIAN_BLESS=1`.
 pub fn to_json() -> String {
-    fn field(out: &mut String, fl: &Field, indent: &str) {
+    fn field(out: &mut String, event: &str, fl: &Field, indent: &str) {
+        let values = match values(event, fl.name) {
+            Some(set) => {
+                format!(", \"values\": [{}]", set.iter().map(|v| crate::json_string(v)).collect::<Vec<_>>().join(", "))
+            }
+            None => String::new(),
+        };
         out.push_str(&format!(
-            "{indent}{{\"name\": {}, \"type\": {}, \"presence\": {}, \"doc\": {}}}",
+            "{indent}{{\"name\": {}, \"type\": {}, \"presence\": {}{values}, \"doc\": {}}}",
             crate::json_string(fl.name),
             crate::json_string(fl.ty.json_name()),
             crate::json_string(fl.presence.json_name()),
@@ -254,7 +369,7 @@ pub fn to_json() -> String {
     out.push_str("  \"generated_from\": \"crates/spec/src/events.rs\",\n");
     out.push_str("  \"common\": [\n");
     for (i, fl) in COMMON.iter().enumerate() {
-        field(&mut out, fl, "    ");
+        field(&mut out, "", fl, "    ");
         out.push_str(if i + 1 < COMMON.len() { ",\n" } else { "\n" });
     }
     out.push_str("  ],\n  \"events\": [\n");
@@ -266,7 +381,7 @@ pub fn to_json() -> String {
             ev.last
         ));
         for (j, fl) in ev.fields.iter().enumerate() {
-            field(&mut out, fl, "        ");
+            field(&mut out, ev.name, fl, "        ");
             out.push_str(if j + 1 < ev.fields.len() { ",\n" } else { "\n" });
         }
         out.push_str("      ]\n    }");
@@ -293,6 +408,20 @@ mod tests {
         }
         let last: Vec<&str> = EVENTS.iter().filter(|e| e.last).map(|e| e.name).collect();
         assert_eq!(last, ["released", "error"]);
+    }
+
+    /// Each value set belongs to a string field of the table, whose doc lists every value.
+    #[test]
+    fn value_sets_are_fields_of_the_table_and_documented() {
+        for (event_name, field_name) in [Mode::FIELD, StopReason::FIELD, SignalTarget::FIELD, SignalReason::FIELD] {
+            let fl = event(event_name).and_then(|e| e.field(field_name)).expect("a field of the table");
+            assert_eq!(fl.ty, Type::Str, "{event_name}.{field_name}");
+            for v in values(event_name, field_name).expect("a set") {
+                assert!(fl.doc.contains(v), "{event_name}.{field_name}'s doc does not name {v}");
+            }
+        }
+        assert_eq!(StopReason::parse("kill-request"), Some(StopReason::KillRequest));
+        assert_eq!(StopReason::parse("soon"), None);
     }
 
     #[test]
