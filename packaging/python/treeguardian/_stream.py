@@ -11,7 +11,7 @@ import threading
 import time
 from typing import Callable, Dict, List, Optional, Type, TypeVar
 
-from ._events import Error, Event, Exit, Released, Spawned, Stopping, is_last, parse_event
+from ._events import Error, Event, Exit, Released, Spawned, Stopping, is_last, log_event, parse_event
 
 E = TypeVar("E")
 
@@ -222,9 +222,11 @@ class EventStream:
         if self._raw:
             for line in self._raw:
                 try:
-                    self._events.append(parse_event(line))
+                    ev = parse_event(line)
                 except ValueError:
-                    pass
+                    continue
+                self._events.append(ev)
+                log_event(ev)
             self._raw.clear()
         return self._events
 

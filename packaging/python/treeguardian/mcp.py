@@ -13,7 +13,10 @@ Every way the SDK ends the server becomes a teardown of the server's whole tree:
 request), and the host's death (guardian's parent watch).
 
 The SDK passes no fds, so events go to a file (``--events-file``): :class:`GuardedServer`
-makes a private one and reads it, and stops the tree through guardian's pidfd.
+makes a private one and reads it, stops or kills the tree through guardian's pidfd, and keeps
+``released`` readable after it is closed. A server command that cannot be started raises
+``FileNotFoundError`` / ``PermissionError`` from :func:`guarded` (resolved as ``execvp``
+would, with the PATH the SDK gives the server), not "Connection closed" later.
 """
 
 from __future__ import annotations
@@ -22,13 +25,17 @@ import os
 import shutil
 import signal
 import tempfile
+import time
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, List, Optional, Type, Union
 
 from ._binary import binary
-from ._events import Event, Released, Spawned, is_last, parse_event
+from ._command import check_command
+from ._events import Event, Released, Spawned, is_last, log_event, parse_event
 from ._options import DRIVER_OWNED, Duration, duration_seconds, to_args
+from ._popen import EXIT_SLACK, KILLED_WAIT
+from ._spec import KILL_SIGNAL, KILL_SIGNAL_NUMBER, KILL_VARIABLE, STOP_SIGNAL_NUMBER
 
 if TYPE_CHECKING:
     from mcp import StdioServerParameters
@@ -88,7 +95,11 @@ def guarded(
     flags = to_args({"grace": grace, **options})
     if events_file is not None:
         flags.append(f"--events-file={os.fspath(events_file)}")
-    update = {"command": binary(), "args": [*flags, "--", server.command, *server.args]}
+    # The SDK gives the server its default environment (PATH among it) updated by server.env.
+    env = dict(server.env or {})
+    check_command(server.command, env if "PATH" in env else None, None if server.cwd is None else os.fspath(server.cwd))
+    env[KILL_VARIABLE] = KILL_SIGNAL  # the kill request (guardian drops it from the server's)
+    update = {"command": binary(), "args": [*flags, "--", server.command, *server.args], "env": env}
     copy: StdioServerParameters = server.model_copy(update=update)
     return copy
 
@@ -97,25 +108,35 @@ class GuardedServer:
     """One guarded connection's parameters, with its events and its stop verbs.
 
     ``params`` goes to ``stdio_client``; ``events``, ``spawned``, ``released`` read the private
-    events file; :meth:`stop` and :meth:`kill_now` signal guardian through a pidfd opened while
+    events file; :meth:`stop` and :meth:`kill` signal guardian through a pidfd opened while
     the file shows it has not released (its pid cannot have been reused then). Use one per
-    connection (a reconnect makes a new one); ``close()`` (or ``with``) removes the file.
+    connection (a reconnect makes a new one). ``close()`` (or leaving ``with``) waits for the
+    release (the grace and 2 s; then a stop request, then the kill request), keeps the events
+    (``released`` stays readable) and removes the file.
     """
 
     def __init__(self, server: "StdioServerParameters", *, grace: Duration = 1.0, **options: Any) -> None:
         self._dir = Path(tempfile.mkdtemp(prefix="treeguardian-"))
         self.events_path = self._dir / "events.jsonl"
         self.params = guarded(server, grace=grace, events_file=self.events_path, **options)
-        self._stop_sent = False
+        self._grace = duration_seconds(grace)
+        self._kept: Optional[List[Event]] = None
+        self._logged = 0
 
     @property
     def events(self) -> List[Event]:
+        if self._kept is not None:
+            return list(self._kept)
         try:
             data = self.events_path.read_bytes()
         except FileNotFoundError:
             return []
         complete = data[: data.rfind(b"\n") + 1]
-        return [parse_event(line) for line in complete.splitlines() if line.strip()]
+        events = [parse_event(line) for line in complete.splitlines() if line.strip()]
+        for ev in events[self._logged :]:
+            log_event(ev)
+        self._logged = max(self._logged, len(events))
+        return events
 
     @property
     def spawned(self) -> Optional[Spawned]:
@@ -124,6 +145,37 @@ class GuardedServer:
     @property
     def released(self) -> Optional[Released]:
         return next((e for e in self.events if isinstance(e, Released)), None)
+
+    def _ended(self) -> bool:
+        """guardian wrote its last event, or is gone (or never ran)."""
+        events = self.events
+        if any(is_last(e) for e in events):
+            return True
+        spawned = next((e for e in events if isinstance(e, Spawned)), None)
+        if spawned is None:
+            return True
+        try:
+            os.close(os.pidfd_open(spawned.guardian_pid))
+        except ProcessLookupError:
+            return True
+        return False
+
+    def wait_released(self, timeout: Optional[float] = None) -> Optional[Released]:
+        """Waits (at most ``timeout``) until guardian wrote its last event or is gone; the
+        ``released`` event, or ``None`` (guardian failed, never ran, or the time ran out)."""
+        end = None if timeout is None else time.monotonic() + timeout
+        while not self._ended() and (end is None or time.monotonic() < end):
+            time.sleep(0.01)
+        return self.released
+
+    async def wait_released_async(self, timeout: Optional[float] = None) -> Optional[Released]:
+        """:meth:`wait_released` for async code (anyio: asyncio or trio)."""
+        import anyio
+
+        with anyio.move_on_after(timeout):
+            while not self._ended():
+                await anyio.sleep(0.01)
+        return self.released
 
     def _signal(self, sig: int) -> bool:
         """Signals guardian if it is still there; ``False`` if it has released (or never ran)."""
@@ -148,28 +200,32 @@ class GuardedServer:
 
     def stop(self) -> bool:
         """A stop request to guardian (SIGTERM); ``False`` if it already released."""
-        sent = self._signal(signal.SIGTERM)
-        self._stop_sent = self._stop_sent or sent
-        return sent
+        return self._signal(STOP_SIGNAL_NUMBER)
+
+    def kill(self) -> bool:
+        """The kill request: SIGKILL to the whole tree now; ``False`` if it already released."""
+        return self._signal(KILL_SIGNAL_NUMBER)
 
     def kill_now(self) -> bool:
-        """SIGKILL the tree now (a second stop request once guardian is stopping)."""
-        from ._events import Exit, Stopping
+        """Deprecated: :meth:`kill`."""
+        import warnings
 
-        if not any(isinstance(e, (Stopping, Exit)) for e in self.events):
-            # A second SIGTERM before guardian read the first may merge with it: wait for
-            # guardian to report the first stop request before sending the kill request.
-            if not self._stop_sent and not self.stop():
-                return False
-            import time
-
-            end = time.monotonic() + 5.0
-            while time.monotonic() < end and not any(isinstance(e, (Stopping, Exit)) for e in self.events):
-                time.sleep(0.005)
-        return self._signal(signal.SIGTERM)
+        warnings.warn("kill_now() is kill() (the kill request); kill_now will be removed", DeprecationWarning, stacklevel=2)
+        return self.kill()
 
     def close(self) -> None:
-        shutil.rmtree(self._dir, ignore_errors=True)
+        """Waits for the release (see the class), keeps the events, removes the file."""
+        if self._kept is not None:
+            return
+        try:
+            if self.wait_released(self._grace + EXIT_SLACK) is None and not self._ended():
+                self.stop()
+                if self.wait_released(self._grace + EXIT_SLACK) is None and not self._ended():
+                    self.kill()
+                    self.wait_released(KILLED_WAIT)
+        finally:
+            self._kept = self.events
+            shutil.rmtree(self._dir, ignore_errors=True)
 
     def __enter__(self) -> "GuardedServer":
         return self
