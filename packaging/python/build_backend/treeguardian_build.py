@@ -51,6 +51,26 @@ def version() -> str:
     raise RuntimeError("no version in pyproject.toml")
 
 
+def _project_list(key: str) -> List[str]:
+    """A list of pyproject.toml's [project] (the one place the metadata is written)."""
+    text = (HERE / "pyproject.toml").read_text()
+    if tomllib is not None:
+        return [str(x) for x in tomllib.loads(text)["project"].get(key, [])]
+    import ast
+    import re
+
+    m = re.search(rf"^{key} = (\[.*?\])", text, re.S | re.M)
+    return [str(x) for x in ast.literal_eval(m.group(1))] if m else []
+
+
+def classifiers() -> List[str]:
+    return _project_list("classifiers")
+
+
+def keywords() -> List[str]:
+    return _project_list("keywords")
+
+
 def metadata() -> str:
     readme = (HERE / "README.md").read_text()
     return (
@@ -60,9 +80,8 @@ def metadata() -> str:
         "Summary: Run a command; when it exits, stop and reap every process it left behind (guardian, with drivers for subprocess, asyncio, anyio and the MCP SDK)\n"
         "License: MIT OR Apache-2.0\n"
         "Requires-Python: >=3.9\n"
-        "Classifier: Operating System :: POSIX :: Linux\n"
-        "Classifier: Programming Language :: Python :: 3\n"
-        "Classifier: Typing :: Typed\n"
+        + "".join(f"Classifier: {c}\n" for c in classifiers())
+        + "Keywords: " + ",".join(keywords()) + "\n"
         "Provides-Extra: mcp\n"
         "Requires-Dist: mcp>=1.30; extra == \"mcp\"\n"
         "Provides-Extra: anyio\n"
