@@ -229,6 +229,7 @@ def test_anyio_run_process_and_open_process(tag: Tag, impl: str) -> None:
         with pytest.raises(subprocess.CalledProcessError):
             await api.run_process(["sh", "-c", "exit 2", tag.nonce])
         assert (await api.run_process(["sh", "-c", "exit 2", tag.nonce], check=False)).returncode == 2
+        assert (await api.run_process(f"echo hi; : {tag.nonce}")).stdout == b"hi\n"  # a string is a shell command
         with pytest.raises(FileNotFoundError):
             await api.open_process([f"no-such-command-{tag.nonce}"])
         async with await api.open_process(["sleep", tag.sleep()]) as proc:

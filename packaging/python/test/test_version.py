@@ -72,3 +72,53 @@ def test_asyncio_wait_refuses_an_older_guardian(tag: Tag, fake_guardian: Path, m
 
     asyncio.run(main())
     tag.assert_nothing_left()
+
+
+KILLABLE = r"""#!/bin/sh
+# A stand-in for guardian 0.2.0's kill request: records its environment's GUARDIAN_KILL_SIGNAL
+# and the signal it gets, SIGKILLs the provider and dies of SIGKILL (as guardian ends).
+fd=
+while [ $# -gt 0 ]; do
+  case $1 in --events-fd=*) fd=${1#--events-fd=} ;; --) shift; break ;; esac
+  shift
+done
+echo "${GUARDIAN_KILL_SIGNAL:-unset}" > "$RECORD.env"
+"$@" &
+child=$!
+trap 'echo 64 > "$RECORD.signal"; kill -9 $child; kill -9 $$' 64
+printf '{"event":"spawned","ts":1.0,"pid":%s,"pgid":%s,"guardian_pid":%s,"mode":"subreaper","cgroup":null,"version":"0.2.0"}\n' $child $child $$ >/proc/self/fd/$fd
+wait $child
+"""
+
+
+@pytest.mark.parametrize("api", ["Popen", "aio"])
+def test_kill_sends_the_kill_request_with_its_variable(tag: Tag, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, api: str) -> None:
+    # The driver's half of the kill request (spec/driver.json): guardian started with
+    # GUARDIAN_KILL_SIGNAL=RTMAX in its environment, kill() sends it signal 64 once guardian is
+    # ready, and guardian's death by SIGKILL is returncode -9. (The real binary's half:
+    # test_stdlib_parity.py's kill tests.)
+    path = tmp_path / "guardian"
+    path.write_text(KILLABLE)
+    path.chmod(0o755)
+    record = tmp_path / "record"
+    monkeypatch.setenv("GUARDIAN_BIN", str(path))
+    monkeypatch.setenv("RECORD", str(record))
+    monkeypatch.setenv("GUARDIAN_KILL_SIGNAL", "TERM")  # the host's own value does not reach guardian
+    if api == "Popen":
+        p = treeguardian.Popen(["sleep", tag.sleep()])
+        assert p.wait_spawned(30) is not None
+        p.kill()
+        rc = p.wait(30)
+    else:
+
+        async def main() -> int:
+            proc = await treeguardian.aio.create_subprocess_exec("sleep", tag.sleep())
+            assert await proc.wait_spawned(30) is not None
+            proc.kill()
+            return await asyncio.wait_for(proc.wait(), 30)
+
+        rc = asyncio.run(main())
+    assert rc == -signal.SIGKILL
+    assert (tmp_path / "record.env").read_text().strip() == "RTMAX"
+    assert (tmp_path / "record.signal").read_text().strip() == "64"
+    tag.wait_nothing_left()

@@ -120,13 +120,15 @@ class Process(AsyncTreeVerbs, anyio.abc.Process):
 
 
 async def open_process(
-    command: Sequence[Union[str, "os.PathLike[str]"]], *, grace: Optional[Duration] = None, **kwds: Any
+    command: Union[str, bytes, Sequence[Union[str, bytes, "os.PathLike[str]"]]], *, grace: Optional[Duration] = None, **kwds: Any
 ) -> Process:
-    """``anyio.open_process`` of ``command`` (a sequence; no shell) under guardian. guardian's
-    options are keywords (``grace=1.5``, ``timeout="10m"``); the rest goes to anyio."""
+    """``anyio.open_process`` of ``command`` under guardian: a sequence is the program and its
+    arguments, a string a shell command (``/bin/sh -c``), as in anyio. guardian's options are
+    keywords (``grace=1.5``, ``timeout="10m"``); the rest goes to anyio."""
     if isinstance(command, (str, bytes)):
-        raise TypeError("treeguardian.anyio.open_process takes a sequence (no shell); for a shell command pass ['sh', '-c', command]")
-    s = spawning(list(command), kwds, grace)
+        s = spawning(os.fsdecode(command), kwds, grace, shell=True)
+    else:
+        s = spawning(list(command), kwds, grace)
     try:
         proc = await anyio.open_process(s.argv, pass_fds=s.pass_fds, env=s.env, **kwds)
     except BaseException as e:
@@ -136,7 +138,7 @@ async def open_process(
 
 
 async def run_process(
-    command: Sequence[Union[str, "os.PathLike[str]"]],
+    command: Union[str, bytes, Sequence[Union[str, bytes, "os.PathLike[str]"]]],
     *,
     input: Optional[bytes] = None,
     stdout: Any = subprocess.PIPE,
@@ -171,5 +173,5 @@ async def run_process(
     rc = process.returncode
     assert rc is not None
     if check and rc != 0:
-        raise subprocess.CalledProcessError(rc, list(command), output[0], output[1])
-    return subprocess.CompletedProcess(list(command), rc, output[0], output[1])
+        raise subprocess.CalledProcessError(rc, command, output[0], output[1])
+    return subprocess.CompletedProcess(command, rc, output[0], output[1])
