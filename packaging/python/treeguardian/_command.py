@@ -11,6 +11,8 @@ import os
 import stat
 from typing import Any, Dict, Mapping, Optional, Tuple, Union
 
+from ._binary import ENVIRON
+
 #: (command, PATH, cwd) -> the path execvp would run.
 _cache: Dict[Tuple[str, Optional[bytes], Optional[str]], str] = {}
 
@@ -39,11 +41,15 @@ def _runnable(path: str) -> int:
 
 def _path_value(env: Optional[Mapping[Any, Any]]) -> Optional[bytes]:
     if env is None:
-        from ._binary import ENVIRON
-
         return ENVIRON.get(b"PATH")
     value = env.get("PATH", env.get(b"PATH"))
     return None if value is None else os.fsencode(value)
+
+
+def _remember(key: Tuple[str, Optional[bytes], Optional[str]], full: str) -> None:
+    if len(_cache) > 256:
+        _cache.clear()
+    _cache[key] = full
 
 
 def check_command(cmd: Union[str, bytes], env: Optional[Mapping[Any, Any]] = None, cwd: Optional[str] = None) -> None:
@@ -53,16 +59,19 @@ def check_command(cmd: Union[str, bytes], env: Optional[Mapping[Any, Any]] = Non
     name = os.fsdecode(cmd)
     if not name:
         raise _refuse(errno.ENOENT, name)
-    if "/" in name:
+    slash = "/" in name
+    path = None if slash else _path_value(env)
+    key = (name, path, cwd)
+    cached = _cache.get(key)
+    # A command found before: one access() (the spawn's path: issue 20.5).
+    if cached is not None and os.access(cached, os.X_OK):
+        return
+    if slash:
         full = name if cwd is None or os.path.isabs(name) else os.path.join(cwd, name)
         code = _runnable(full)
         if code:
             raise _refuse(errno.ENOENT if code == errno.ENOTDIR else code, name)
-        return
-    path = _path_value(env)
-    key = (name, path, cwd)
-    cached = _cache.get(key)
-    if cached is not None and os.access(cached, os.X_OK):
+        _remember(key, full)
         return
     dirs = os.fsdecode(path).split(os.pathsep) if path is not None else os.defpath.split(os.pathsep)
     denied = False
@@ -72,9 +81,7 @@ def check_command(cmd: Union[str, bytes], env: Optional[Mapping[Any, Any]] = Non
             full = os.path.join(cwd, full)
         code = _runnable(full)
         if code == 0:
-            if len(_cache) > 256:
-                _cache.clear()
-            _cache[key] = full
+            _remember(key, full)
             return
         denied = denied or code == errno.EACCES
     raise _refuse(errno.EACCES if denied else errno.ENOENT, name)

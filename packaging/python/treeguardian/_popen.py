@@ -21,7 +21,6 @@ from typing import (
     Iterator,
     List,
     Optional,
-    Protocol,
     Sequence,
     Tuple,
     Type,
@@ -348,13 +347,6 @@ class TreeVerbs:
 
 def _deprecated_kill_now() -> None:
     warnings.warn("kill_now() is kill() (the kill request); kill_now will be removed", DeprecationWarning, stacklevel=3)
-
-
-class _LoopProcess(Protocol):
-    """What :class:`AsyncTreeVerbs` uses of an event loop's process."""
-
-    @property
-    def returncode(self) -> Optional[int]: ...
 
 
 class AsyncTreeVerbs(TreeVerbs):
