@@ -361,3 +361,18 @@ def test_anyio_api_and_cancellation(tag: Tag, backend: str) -> None:
         assert p2.released is not None
 
     anyio.run(main, backend=backend)
+
+
+def test_stop_with_a_shorter_grace_ends_in_the_kill_request(tag: Tag) -> None:
+    # guardian's grace is 60 s; stop(grace=0.3) sends the kill request 0.3 s after the stop.
+    script = f"trap '' TERM; sleep {tag.sleep()}; wait"
+    with treeguardian.Popen(["sh", "-c", script, tag.nonce], grace=60) as p:
+        p.wait_spawned(10)
+        wait_for("the tagged sleep", lambda: True if any(_read(f"/proc/{x}/cmdline").startswith(b"sleep\0") for x in tag.live()) else None)
+        with pytest.raises(ValueError, match="500ms"):
+            p.stop(grace="soon")
+        p.stop(grace=0.3)
+        assert p.wait(30) == -signal.SIGKILL
+    tag.assert_nothing_left()
+    reasons = [e.reason for e in p.events if isinstance(e, treeguardian.Stopping)]
+    assert reasons == ["signal", "kill-request"], reasons

@@ -85,9 +85,10 @@ done
 echo "${GUARDIAN_KILL_SIGNAL:-unset}" > "$RECORD.env"
 "$@" &
 child=$!
-trap 'echo 64 > "$RECORD.signal"; kill -9 $child; kill -9 $$' 64
+trap 'echo 64 >> "$RECORD.signal"; kill -9 $child; kill -9 $$' 64
+trap 'echo 15 >> "$RECORD.signal"' TERM
 printf '{"event":"spawned","ts":1.0,"pid":%s,"pgid":%s,"guardian_pid":%s,"mode":"subreaper","cgroup":null,"version":"0.2.0"}\n' $child $child $$ >/proc/self/fd/$fd
-wait $child
+while kill -0 $child 2>/dev/null; do wait $child; done
 """
 
 
@@ -120,5 +121,20 @@ def test_kill_sends_the_kill_request_with_its_variable(tag: Tag, tmp_path: Path,
         rc = asyncio.run(main())
     assert rc == -signal.SIGKILL
     assert (tmp_path / "record.env").read_text().strip() == "RTMAX"
-    assert (tmp_path / "record.signal").read_text().strip() == "64"
+    assert (tmp_path / "record.signal").read_text().split() == ["64"]
+    tag.wait_nothing_left()
+
+
+def test_stop_with_a_shorter_grace_sends_the_kill_request_after_it(tag: Tag, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # stop(grace=0.3) with guardian's grace 5 s: SIGTERM now, signal 64 0.3 s later.
+    path = tmp_path / "guardian"
+    path.write_text(KILLABLE)
+    path.chmod(0o755)
+    monkeypatch.setenv("GUARDIAN_BIN", str(path))
+    monkeypatch.setenv("RECORD", str(tmp_path / "record"))
+    p = treeguardian.Popen(["sleep", tag.sleep()], grace=5)
+    assert p.wait_spawned(30) is not None
+    p.stop(grace=0.3)
+    assert p.wait(30) == -signal.SIGKILL
+    assert (tmp_path / "record.signal").read_text().split() == ["15", "64"]
     tag.wait_nothing_left()

@@ -10,6 +10,7 @@ import logging
 import os
 import signal
 import subprocess
+import threading
 import time
 import warnings
 from types import TracebackType
@@ -294,13 +295,22 @@ class TreeVerbs:
 
     # ---- stopping ----
 
-    def stop(self) -> None:
-        """A stop request: the provider gets the stop signal, the tree SIGKILL after the grace.
+    def stop(self, grace: Optional[Duration] = None) -> None:
+        """A stop request: the provider gets the stop signal, the tree SIGKILL after the grace
+        (guardian's, given at the start). ``grace`` shortens it for this stop: the kill request
+        follows after ``grace`` seconds if guardian has not ended by then (a timer thread;
+        guardian's own grace still ends it if that is shorter). Returns at once.
 
         Right after the start it first waits (:meth:`_until_ready`, the instants of guardian's
         exec) until guardian takes SIGTERM as a request."""
+        seconds = None if grace is None else duration_seconds(grace)  # a bad grace raises first
         self._until_ready()
         self._signal(STOP_SIGNAL_NUMBER)
+        if seconds is not None and seconds < self._grace:
+            timer = threading.Timer(seconds, self.kill)
+            timer.daemon = True
+            timer.name = "treeguardian-stop-grace"
+            timer.start()
 
     def terminate(self) -> None:
         """``stop()``: the stop request (SIGTERM to guardian, which stops the tree with its grace)."""

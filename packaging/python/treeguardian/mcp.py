@@ -97,7 +97,8 @@ def guarded(
         flags.append(f"--events-file={os.fspath(events_file)}")
     # The SDK gives the server its default environment (PATH among it) updated by server.env.
     env = dict(server.env or {})
-    check_command(server.command, env if "PATH" in env else None, None if server.cwd is None else os.fspath(server.cwd))
+    cwd = getattr(server, "cwd", None)  # (an mcp without cwd runs the server in the host's)
+    check_command(server.command, env if "PATH" in env else None, None if cwd is None else os.fspath(cwd))
     env[KILL_VARIABLE] = KILL_SIGNAL  # the kill request (guardian drops it from the server's)
     update = {"command": binary(), "args": [*flags, "--", server.command, *server.args], "env": env}
     copy: StdioServerParameters = server.model_copy(update=update)
