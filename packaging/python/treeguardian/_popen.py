@@ -56,8 +56,8 @@ READY_WAIT = READY_WAIT_SECONDS
 EXIT_SLACK = 2.0
 #: The bound on the wait for guardian after that kill request.
 KILLED_WAIT = 10.0
-#: guardian's grace when none is given.
-DEFAULT_GRACE = 1.0
+#: guardian's grace when none is given (its default, from spec/options.json).
+DEFAULT_GRACE = duration_seconds(OPTIONS["grace"].default or "1s")
 
 
 def guardian_argv(
