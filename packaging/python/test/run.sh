@@ -32,7 +32,14 @@ found=$(PATH="$work/empty/bin:/usr/bin:/bin" command -v guardian)
 [ "$found" = "$work/empty/bin/guardian" ] || { echo "python: guardian on PATH is '$found'" >&2; exit 1; }
 out=$(cd / && env -i PATH="$work/empty/bin:/usr/bin:/bin" guardian -- sh -c 'setsid sleep 1000 & echo provider ran')
 [ "$out" = "provider ran" ] || { echo "python: the installed guardian did not run the provider: $out" >&2; exit 1; }
-(cd / && env -i PATH=/usr/bin:/bin "$work/empty/bin/python" - <<'PY')
+# A guardian from before 0.2.0 (its spawned event has no version: main before the version
+# change) is accepted through the driver's test-only variable, said here; conftest.py does the
+# same for pytest. A 0.2.0 binary needs neither.
+gv=$("$work/empty/bin/guardian" --version | awk '{print $2}')
+accept=
+case $gv in 0.0.*|0.1.*) accept=TREEGUARDIAN_TEST_ACCEPT_GUARDIAN_VERSION=none
+  echo "python: guardian $gv predates the version check: accepted for this run ($accept)" ;; esac
+(cd / && env -i PATH=/usr/bin:/bin $accept "$work/empty/bin/python" - <<'PY')
 import subprocess, treeguardian, os, sys
 path = treeguardian.binary()
 assert path == os.path.join(os.path.dirname(sys.executable), "guardian"), path

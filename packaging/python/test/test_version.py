@@ -16,7 +16,7 @@ import treeguardian
 import treeguardian.aio
 from treeguardian._versions import ACCEPT_VARIABLE
 
-from conftest import Tag
+from conftest import Tag, wait_for
 
 FAKE = r"""#!/bin/sh
 fd=
@@ -138,3 +138,32 @@ def test_stop_with_a_shorter_grace_sends_the_kill_request_after_it(tag: Tag, tmp
     assert p.wait(30) == -signal.SIGKILL
     assert (tmp_path / "record.signal").read_text().split() == ["15", "64"]
     tag.wait_nothing_left()
+
+
+def test_guarded_server_refuses_an_older_guardian(tag: Tag, fake_guardian: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # GuardedServer reads spawned from its events file: an older guardian is stopped and
+    # wait_released() / close() raise naming both versions. (The stand-in writes its events to
+    # --events-file here: run it by hand as the SDK would.)
+    pytest.importorskip("mcp")
+    import subprocess
+
+    from mcp import StdioServerParameters
+
+    from treeguardian.mcp import GuardedServer
+
+    monkeypatch.setenv("FAKE_VERSION", "0.1.5")
+    fake_guardian.write_text(FAKE.replace("--events-fd=*) fd=${1#--events-fd=}", "--events-file=*) fd=${1#--events-file=}").replace(">/proc/self/fd/$fd", '>>"$fd"'))
+    g = GuardedServer(StdioServerParameters(command="sleep", args=[tag.sleep()]))
+    p = subprocess.Popen([g.params.command, *g.params.args], env={**os.environ, **(g.params.env or {})})
+    try:
+        wait_for("spawned in the events file", lambda: g.spawned)  # (reading it checks it)
+        with pytest.raises(treeguardian.GuardianVersionError, match="0.1.5"):
+            g.wait_released(30)
+        assert p.wait(30) == -signal.SIGTERM  # the stand-in (exec'd into sleep) got the stop request
+        with pytest.raises(treeguardian.GuardianVersionError):
+            g.close()
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    tag.assert_nothing_left()

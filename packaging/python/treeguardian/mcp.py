@@ -21,7 +21,9 @@ would, with the PATH the SDK gives the server), not "Connection closed" later.
 
 from __future__ import annotations
 
+import logging
 import os
+import select
 import shutil
 import signal
 import tempfile
@@ -36,6 +38,9 @@ from ._events import Event, Released, Spawned, is_last, log_event, parse_event
 from ._options import DRIVER_OWNED, Duration, duration_seconds, to_args
 from ._popen import EXIT_SLACK, KILLED_WAIT
 from ._spec import KILL_SIGNAL, KILL_SIGNAL_NUMBER, KILL_VARIABLE, STOP_SIGNAL_NUMBER
+from ._versions import GuardianVersionError, check as check_version
+
+log = logging.getLogger("treeguardian")
 
 if TYPE_CHECKING:
     from mcp import StdioServerParameters
@@ -123,6 +128,7 @@ class GuardedServer:
         self._grace = duration_seconds(grace)
         self._kept: Optional[List[Event]] = None
         self._logged = 0
+        self._version_error: Optional[GuardianVersionError] = None
 
     @property
     def events(self) -> List[Event]:
@@ -134,10 +140,20 @@ class GuardedServer:
             return []
         complete = data[: data.rfind(b"\n") + 1]
         events = [parse_event(line) for line in complete.splitlines() if line.strip()]
-        for ev in events[self._logged :]:
-            log_event(ev)
+        new = events[self._logged :]
         self._logged = max(self._logged, len(events))
+        for ev in new:
+            log_event(ev)
+            if isinstance(ev, Spawned) and self._version_error is None:
+                self._version_error = check_version(ev, self.params.command)
+                if self._version_error is not None:
+                    log.error("%s", self._version_error)
+                    self._signal_while_running(ev, STOP_SIGNAL_NUMBER, events)
         return events
+
+    def _raise_version(self) -> None:
+        if self._version_error is not None:
+            raise self._version_error
 
     @property
     def spawned(self) -> Optional[Spawned]:
@@ -156,17 +172,30 @@ class GuardedServer:
         if spawned is None:
             return True
         try:
-            os.close(os.pidfd_open(spawned.guardian_pid))
+            pidfd = os.pidfd_open(spawned.guardian_pid)
         except ProcessLookupError:
             return True
-        return False
+        try:
+            # readable once guardian exited (also while the SDK has not reaped it yet)
+            return bool(select.select([pidfd], [], [], 0)[0])
+        finally:
+            os.close(pidfd)
+
+    def _wait_ended(self, timeout: Optional[float]) -> bool:
+        end = None if timeout is None else time.monotonic() + timeout
+        while not self._ended():
+            if end is not None and time.monotonic() >= end:
+                return False
+            time.sleep(0.01)
+        return True
 
     def wait_released(self, timeout: Optional[float] = None) -> Optional[Released]:
         """Waits (at most ``timeout``) until guardian wrote its last event or is gone; the
-        ``released`` event, or ``None`` (guardian failed, never ran, or the time ran out)."""
-        end = None if timeout is None else time.monotonic() + timeout
-        while not self._ended() and (end is None or time.monotonic() < end):
-            time.sleep(0.01)
+        ``released`` event, or ``None`` (guardian failed, never ran, or the time ran out).
+        Raises :class:`~treeguardian.GuardianVersionError` for a guardian older than this
+        driver (whose tree it stopped)."""
+        self._wait_ended(timeout)
+        self._raise_version()
         return self.released
 
     async def wait_released_async(self, timeout: Optional[float] = None) -> Optional[Released]:
@@ -176,21 +205,24 @@ class GuardedServer:
         with anyio.move_on_after(timeout):
             while not self._ended():
                 await anyio.sleep(0.01)
+        self._raise_version()
         return self.released
 
     def _signal(self, sig: int) -> bool:
         """Signals guardian if it is still there; ``False`` if it has released (or never ran)."""
-        spawned = self.spawned
-        if spawned is None:
-            return False
+        events = self.events
+        spawned = next((e for e in events if isinstance(e, Spawned)), None)
+        return spawned is not None and self._signal_while_running(spawned, sig, None)
+
+    def _signal_while_running(self, spawned: Spawned, sig: int, events: Optional[List[Event]]) -> bool:
         try:
             pidfd = os.pidfd_open(spawned.guardian_pid)
         except ProcessLookupError:
             return False
         try:
-            # released is written before guardian exits: not in the file now means the pidfd
-            # names our guardian, not a reuse of its pid.
-            if any(is_last(e) for e in self.events):
+            # released is written before guardian exits: not in the file now (read after the
+            # pidfd was opened) means the pidfd names our guardian, not a reuse of its pid.
+            if any(is_last(e) for e in (self.events if events is None else events)):
                 return False
             signal.pidfd_send_signal(pidfd, sig)
             return True
@@ -219,14 +251,15 @@ class GuardedServer:
         if self._kept is not None:
             return
         try:
-            if self.wait_released(self._grace + EXIT_SLACK) is None and not self._ended():
+            if not self._wait_ended(self._grace + EXIT_SLACK):
                 self.stop()
-                if self.wait_released(self._grace + EXIT_SLACK) is None and not self._ended():
+                if not self._wait_ended(self._grace + EXIT_SLACK):
                     self.kill()
-                    self.wait_released(KILLED_WAIT)
+                    self._wait_ended(KILLED_WAIT)
         finally:
             self._kept = self.events
             shutil.rmtree(self._dir, ignore_errors=True)
+        self._raise_version()
 
     def __enter__(self) -> "GuardedServer":
         return self
