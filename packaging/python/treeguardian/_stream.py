@@ -211,6 +211,8 @@ class EventStream:
             if not lines:
                 return
             self._raw.extend(lines)
+            if b'"fallback"' in chunk or b'"error"' in chunk:
+                self._parse_raw()  # logged as they come (see _events.log_event)
             if self._cond is not None:
                 self._cond.notify_all()
             listeners = list(self._listeners)
@@ -219,6 +221,10 @@ class EventStream:
     def _parsed(self) -> List[Event]:
         """The events so far (call with the lock held)."""
         self._pull()
+        return self._parse_raw()
+
+    def _parse_raw(self) -> List[Event]:
+        """Parses (and logs) the lines taken so far, without reading (call with the lock held)."""
         if self._raw:
             for line in self._raw:
                 try:
@@ -235,6 +241,7 @@ class EventStream:
         with self._lock:
             self._fd = -1
             self._closed = True
+            self._parse_raw()  # every event logged by the end (nothing else waits for it now)
             if self._cond is not None:
                 self._cond.notify_all()
             listeners = list(self._listeners)
