@@ -223,17 +223,23 @@ class EventStream:
         self._pull()
         return self._parse_raw()
 
-    def _parse_raw(self) -> List[Event]:
-        """Parses (and logs) the lines taken so far, without reading (call with the lock held)."""
-        if self._raw:
-            for line in self._raw:
-                try:
-                    ev = parse_event(line)
-                except ValueError:
-                    continue
-                self._events.append(ev)
-                log_event(ev)
-            self._raw.clear()
+    def _parse_raw(self, until: Optional[type] = None) -> List[Event]:
+        """Parses (and logs) the lines taken so far, without reading (call with the lock held);
+        with ``until``, only up to the first event of that type (the rest stay lines: a host
+        asking for ``spawned`` does not parse, under the lock the reader thread needs, the
+        hundreds of events that may follow it)."""
+        done = 0
+        for line in self._raw:
+            done += 1
+            try:
+                ev = parse_event(line)
+            except ValueError:
+                continue
+            self._events.append(ev)
+            log_event(ev)
+            if until is not None and isinstance(ev, until):
+                break
+        del self._raw[:done]
         return self._events
 
     def _close(self) -> None:
@@ -286,9 +292,13 @@ class EventStream:
 
     def first(self, cls: Type[E]) -> Optional[E]:
         with self._lock:
-            for ev in self._parsed():
+            for ev in self._events:
                 if isinstance(ev, cls):
                     return ev
+            self._pull()
+            events = self._parse_raw(until=cls)
+            if events and isinstance(events[-1], cls):
+                return events[-1]
         return None
 
     def wait_for(self, cls: Type[E], timeout: Optional[float] = None) -> Optional[E]:
