@@ -95,6 +95,10 @@ for path in (p for p in py if p != "import"):
     init = os.path.join(os.path.dirname(os.path.join(root, path)), py["import"], "__init__.py")
     m = re.search(r'^__version__ = "([^"]*)"', open(init).read(), re.M)
     same(os.path.relpath(init, root), "__version__", m and m.group(1))
+    # The driver's own version, which its version-check messages name.
+    versions = os.path.join(os.path.dirname(init), "_versions.py")
+    m = re.search(r'^DRIVER_VERSION = "([^"]*)"', open(versions).read(), re.M)
+    same(os.path.relpath(versions, root), "DRIVER_VERSION", m and m.group(1))
 want_min = json.load(open(os.path.join(root, "spec/driver.json"))).get("min_guardian_version", "")
 if tuple(map(int, want_min.split("."))) > tuple(map(int, version.split("."))):
     bad.append(f"spec/driver.json: min_guardian_version {want_min} is above the version {version}")

@@ -167,11 +167,18 @@ NO_WHEEL = (
     "wheels for Linux x86_64 and aarch64 (any glibc or musl distribution, Python 3.9+). "
     "On such a machine, upgrade pip (wheels with musllinux/manylinux_2_17 tags need pip >= 20.3) "
     "and retry; elsewhere guardian does not run. To package a binary you built yourself "
-    "(make release), set TREEGUARDIAN_BINARY to it and build again."
+    "(make release), set {var} to it and build again."
 )
 
 
 # ---- PEP 517 ----
+
+def binary_variable() -> str:
+    """``GUARDIAN_BIN``, from the package's generated spec (spec/driver.json)."""
+    import runpy
+
+    return str(runpy.run_path(str(HERE / NAME / "_spec.py"))["BINARY_VARIABLE"])
+
 
 def get_requires_for_build_wheel(config_settings: Optional[dict] = None) -> List[str]:
     return []
@@ -189,10 +196,10 @@ def build_wheel(
     wheel_directory: str, config_settings: Optional[dict] = None, metadata_directory: Optional[str] = None
 ) -> str:
     machine = platform.machine()
-    given = os.environ.get("TREEGUARDIAN_BINARY")
+    given = os.environ.get(binary_variable())
     if sys.platform.startswith("linux") and machine in ARCHES and given:
         return write_wheel(Path(given), machine, Path(wheel_directory)).name
-    message = NO_WHEEL.format(plat=f"{sys.platform} {machine}")
+    message = NO_WHEEL.format(plat=f"{sys.platform} {machine}", var=binary_variable())
     print(message, file=sys.stderr)
     raise RuntimeError(message)
 

@@ -39,7 +39,7 @@ async def asyncio_host() -> int:
     async with proc:
         await proc.wait_spawned(10)
         proc.stop()
-        await proc.kill_now()
+        proc.kill()
         return await proc.wait()
 
 

@@ -32,7 +32,14 @@ found=$(PATH="$work/empty/bin:/usr/bin:/bin" command -v guardian)
 [ "$found" = "$work/empty/bin/guardian" ] || { echo "python: guardian on PATH is '$found'" >&2; exit 1; }
 out=$(cd / && env -i PATH="$work/empty/bin:/usr/bin:/bin" guardian -- sh -c 'setsid sleep 1000 & echo provider ran')
 [ "$out" = "provider ran" ] || { echo "python: the installed guardian did not run the provider: $out" >&2; exit 1; }
-(cd / && env -i PATH=/usr/bin:/bin "$work/empty/bin/python" - <<'PY')
+# A guardian from before 0.2.0 (its spawned event has no version: main before the version
+# change) is accepted through the driver's test-only variable, said here; conftest.py does the
+# same for pytest. A 0.2.0 binary needs neither.
+gv=$("$work/empty/bin/guardian" --version | awk '{print $2}')
+accept=
+case $gv in 0.0.*|0.1.*) accept=TREEGUARDIAN_TEST_ACCEPT_GUARDIAN_VERSION=none
+  echo "python: guardian $gv predates the version check: accepted for this run ($accept)" ;; esac
+(cd / && env -i PATH=/usr/bin:/bin $accept "$work/empty/bin/python" - <<'PY')
 import subprocess, treeguardian, os, sys
 path = treeguardian.binary()
 assert path == os.path.join(os.path.dirname(sys.executable), "guardian"), path
@@ -83,7 +90,9 @@ PY
 done
 
 say "the sdist refuses to build, with the reason"
-if "$work/empty/bin/python" -m $PIP --no-build-isolation "$wheels"/treeguardian-*.tar.gz >"$work/sdist.log" 2>&1; then
+# (the sdist is not for pip's folder: it may sit beside the wheels or in a folder of its own)
+sdist=$(ls "$wheels"/treeguardian-*.tar.gz "$wheels"/../sdist/treeguardian-*.tar.gz 2>/dev/null | head -1)
+if "$work/empty/bin/python" -m $PIP --no-build-isolation "$sdist" >"$work/sdist.log" 2>&1; then
   echo "python: the sdist built a wheel; it must refuse" >&2; exit 1
 fi
 grep -q "no wheel fits this platform" "$work/sdist.log" || { cat "$work/sdist.log"; echo "python: the sdist's refusal lacks its message" >&2; exit 1; }
@@ -118,6 +127,6 @@ for v in mcp2 mcp1; do
     timeout 900 "$work/$v/bin/python" -m pytest -q -rxXs -p no:cacheprovider --durations=5 .) || { rc=$?; echo "python: pytest under $v: exit $rc" >&2; status=1; }
 done
 
-say "mypy --strict (the package and examples/usage.py)"
-(cd "$pydir" && "$work/mcp2/bin/python" -m mypy --strict --cache-dir "$work/mypy-cache" treeguardian examples/usage.py) || status=1
+say "mypy --strict (the package, examples/usage.py, and examples/drop_in.py: the standard types accept the driver's)"
+(cd "$pydir" && "$work/mcp2/bin/python" -m mypy --strict --cache-dir "$work/mypy-cache" treeguardian examples/usage.py examples/drop_in.py) || status=1
 exit $status

@@ -21,7 +21,7 @@ from conftest import Tag, _read, wait_for
 def test_binary_is_the_installed_one() -> None:
     path = treeguardian.binary()
     assert os.path.isabs(path) and os.access(path, os.X_OK)
-    if "TREEGUARDIAN_BINARY" not in os.environ:
+    if "GUARDIAN_BIN" not in os.environ:
         # the wheel put it in this environment's scripts directory
         assert os.path.dirname(path) == os.path.dirname(sys.executable), path
     out = subprocess.run([path, "--version"], capture_output=True, text=True, check=True).stdout
@@ -43,9 +43,9 @@ def test_popen_reports_pids_events_and_cleans_the_setsid_orphan(tag: Tag) -> Non
     assert p.outcome is not None and p.outcome.kind == "exited" and p.outcome.code == 3
 
 
-def test_stop_and_kill_now(tag: Tag) -> None:
+def test_stop_then_kill(tag: Tag) -> None:
     # A TERM-ignoring provider with a TERM-ignoring setsid child and a long grace: stop()
-    # starts the grace, kill_now() ends it at once.
+    # starts the grace, kill() (the kill request) ends it at once.
     script = f"trap '' TERM; setsid sh -c \"trap '' TERM; sleep {tag.sleep()}\" & sleep {tag.sleep()}; wait"
     with treeguardian.Popen(["sh", "-c", script, tag.nonce], grace=60) as p:
         p.wait_spawned(10)
@@ -53,10 +53,10 @@ def test_stop_and_kill_now(tag: Tag) -> None:
         p.stop()
         wait_for("stopping", lambda: True if any(isinstance(e, treeguardian.Stopping) for e in p.events) else None)
         assert p.poll() is None and len(tag.live()) >= 4, "the 60 s grace is running"
-        p.kill_now()
+        p.kill()
         rc = p.wait(30)
     tag.assert_nothing_left()
-    assert rc in (-signal.SIGKILL, 128 + signal.SIGKILL), rc
+    assert rc == -signal.SIGKILL, rc
     reasons = [e.reason for e in p.events if isinstance(e, treeguardian.Stopping)]
     assert reasons == ["signal", "kill-request"], reasons
     out = p.outcome
@@ -288,17 +288,20 @@ def test_named_statuses() -> None:
     assert describe(0).ok
 
 
-@pytest.mark.parametrize("what,kind,status", [("missing", "not-found", 127), ("plain-file", "not-executable", 126)])
-def test_start_failures_are_named(tag: Tag, what: str, kind: str, status: int) -> None:
-    path = tag.tmp / what
-    if what == "plain-file":
-        path.write_text("not a program\n")
-        path.chmod(0o644)
-    p = treeguardian.Popen([str(path)], stderr=subprocess.PIPE)
-    p.communicate(timeout=30)
-    assert p.returncode == status and p.outcome is not None and p.outcome.kind == kind
-    err = p.events[-1]
-    assert isinstance(err, treeguardian.Error) and err.status == status and p.released is None
+@pytest.mark.parametrize("code", [124, 125, 126, 127])
+def test_a_providers_own_exit_124_to_127_is_its_exit(tag: Tag, code: int) -> None:
+    # guardian's events say whose status it is: the provider's own exit is "exited".
+    with treeguardian.Popen(["sh", "-c", f"exit {code}", tag.nonce]) as p:
+        assert p.wait(30) == code
+    assert p.outcome is not None and p.outcome.kind == "exited" and p.outcome.code == code, p.events
+
+
+def test_kill_now_is_a_deprecated_kill(tag: Tag) -> None:
+    p = treeguardian.Popen(["sleep", tag.sleep()])
+    with pytest.warns(DeprecationWarning):
+        p.kill_now()
+    assert p.wait(30) == -signal.SIGKILL
+    tag.assert_nothing_left()
 
 
 def test_guardian_timeout_keyword(tag: Tag) -> None:
@@ -330,7 +333,7 @@ def test_asyncio_api(tag: Tag) -> None:
             await asyncio.to_thread(wait_for, "the sleep", lambda: True if any(
                 b"sleep" in _read(f"/proc/{p}/cmdline") for p in tag.live()) else None)
             proc.stop()
-            await proc.kill_now()
+            proc.kill()
             await asyncio.wait_for(proc.wait(), 30)
         tag.assert_nothing_left()
         assert [e.reason for e in proc.events if isinstance(e, treeguardian.Stopping)] == ["signal", "kill-request"]
@@ -358,3 +361,18 @@ def test_anyio_api_and_cancellation(tag: Tag, backend: str) -> None:
         assert p2.released is not None
 
     anyio.run(main, backend=backend)
+
+
+def test_stop_with_a_shorter_grace_ends_in_the_kill_request(tag: Tag) -> None:
+    # guardian's grace is 60 s; stop(grace=0.3) sends the kill request 0.3 s after the stop.
+    script = f"trap '' TERM; sleep {tag.sleep()}; wait"
+    with treeguardian.Popen(["sh", "-c", script, tag.nonce], grace=60) as p:
+        p.wait_spawned(10)
+        wait_for("the tagged sleep", lambda: True if any(_read(f"/proc/{x}/cmdline").startswith(b"sleep\0") for x in tag.live()) else None)
+        with pytest.raises(ValueError, match="500ms"):
+            p.stop(grace="soon")
+        p.stop(grace=0.3)
+        assert p.wait(30) == -signal.SIGKILL
+    tag.assert_nothing_left()
+    reasons = [e.reason for e in p.events if isinstance(e, treeguardian.Stopping)]
+    assert reasons == ["signal", "kill-request"], reasons

@@ -48,17 +48,55 @@ def test_grace_is_checked_against_the_sdks_window() -> None:
     assert check_grace(1.0) == 1.0 and check_grace("1500ms") == 1.5
     with pytest.raises(ValueError, match="does not fit"):
         guarded(StdioServerParameters(command="x"), grace=1.6)
-    p = guarded(StdioServerParameters(command="uvx", args=["a", "b"], env={"K": "v"}))
-    assert p.command == treeguardian.binary() and p.args[-3:] == ["uvx", "a", "b"] and p.env == {"K": "v"}
+    p = guarded(StdioServerParameters(command="sh", args=["a", "b"], env={"K": "v"}))
+    assert p.command == treeguardian.binary() and p.args[-3:] == ["sh", "a", "b"]
+    assert p.env == {"K": "v", "GUARDIAN_KILL_SIGNAL": "RTMAX"}
+
+
+@pytest.mark.parametrize("what", ["missing", "plain-file"])
+def test_guarded_raises_the_spawn_error_of_a_command_that_cannot_start(tag: Tag, what: str) -> None:
+    # subprocess's form, from guarded(): not "Connection closed" from the SDK later.
+    if what == "missing":
+        with pytest.raises(FileNotFoundError) as info:
+            guarded(StdioServerParameters(command=f"no-such-server-{tag.nonce}"))
+        assert info.value.filename == f"no-such-server-{tag.nonce}"
+    else:
+        (tag.tmp / "server").write_text("x\n")
+        with pytest.raises(PermissionError):
+            GuardedServer(StdioServerParameters(command=str(tag.tmp / "server")))
+    with pytest.raises(FileNotFoundError):
+        guarded(StdioServerParameters(command="sh", env={"PATH": "/nonexistent"}))
 
 
 def test_normal_close_leaves_nothing(tag: Tag) -> None:
     with GuardedServer(helper_params(tag)) as g:
         anyio.run(use, g.params)
+        rel = g.wait_released(30)
         tag.assert_nothing_left()
-        rel = g.released
         assert rel is not None and rel.status == 0 and rel.signalled == 1, g.events
         assert g.spawned is not None
+    # released stays reachable after the GuardedServer is closed (its file removed)
+    assert not g.events_path.exists() and g.released == rel
+
+
+def test_released_after_closing_the_guarded_server_first(tag: Tag) -> None:
+    # Leaving the GuardedServer block while the SDK's connection is still open: close() stops
+    # the tree (the stop request, then the kill request) and keeps released.
+    async def main() -> None:
+        g = GuardedServer(helper_params(tag, "stubborn"), grace=0.5)
+        async with stdio_client(g.params) as (read, write):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                await session.call_tool("helpers", {})
+                await anyio.to_thread.run_sync(g.close)
+                assert g.released is not None, g.events
+        assert await g.wait_released_async(1) == g.released
+
+    try:
+        anyio.run(main)
+    except Exception as e:  # the session may see its server go mid-request
+        print(f"session ended with {e!r}")
+    tag.assert_nothing_left()
 
 
 def test_term_ignoring_server_with_a_setsid_child(tag: Tag) -> None:
@@ -192,9 +230,9 @@ def test_real_server_mcp_server_git(tag: Tag) -> None:
     tag.assert_nothing_left()
 
 
-def test_guarded_server_stop_and_kill_now(tag: Tag) -> None:
+def test_guarded_server_stop_and_kill(tag: Tag) -> None:
     # The SDK owns the process; GuardedServer reaches guardian through a pidfd checked against
-    # its events file. A TERM-ignoring server: stop() starts the grace, kill_now() ends it.
+    # its events file. A TERM-ignoring server: stop() starts the grace, kill() ends it.
     with GuardedServer(helper_params(tag, "stubborn"), grace=1.5) as g:
 
         async def main() -> None:
@@ -206,7 +244,7 @@ def test_guarded_server_stop_and_kill_now(tag: Tag) -> None:
                     await anyio.to_thread.run_sync(
                         lambda: wait_for("stopping", lambda: True if any(isinstance(e, treeguardian.Stopping) for e in g.events) else None)
                     )
-                    assert g.kill_now()
+                    assert g.kill()
                     await anyio.to_thread.run_sync(lambda: wait_for("released", lambda: g.released))
 
         try:
@@ -216,4 +254,4 @@ def test_guarded_server_stop_and_kill_now(tag: Tag) -> None:
         tag.assert_nothing_left()
         reasons = [e.reason for e in g.events if isinstance(e, treeguardian.Stopping)]
         assert reasons == ["signal", "kill-request"], g.events
-        assert not g.stop() and not g.kill_now(), "guardian released: nothing to signal"
+        assert not g.stop() and not g.kill(), "guardian released: nothing to signal"

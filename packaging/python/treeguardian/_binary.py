@@ -8,8 +8,11 @@ import sysconfig
 from pathlib import Path
 from typing import Iterator, Optional, Protocol
 
-#: Overrides the search (a development build, a system guardian): an absolute path.
-ENV_OVERRIDE = "TREEGUARDIAN_BINARY"
+from ._spec import BINARY_VARIABLE
+
+#: Overrides the search (a development build, a system guardian): an absolute path. The one
+#: binary variable of every driver (``GUARDIAN_BIN``, spec/driver.json).
+ENV_OVERRIDE = BINARY_VARIABLE
 _ENV_OVERRIDE_KEY = ENV_OVERRIDE.encode()
 
 
@@ -58,7 +61,7 @@ def binary() -> str:
     """The absolute path of the guardian binary installed with this package (the wheel puts
     it in the environment's scripts directory, e.g. ``.venv/bin/guardian``).
 
-    ``TREEGUARDIAN_BINARY`` overrides it. Raises ``FileNotFoundError`` naming the places
+    ``GUARDIAN_BIN`` overrides it. Raises ``FileNotFoundError`` naming the places
     searched when there is none (an sdist install, which refuses to build, or a damaged
     environment). Never falls back to ``PATH``: the bundled binary is the tested one.
     """

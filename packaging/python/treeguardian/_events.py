@@ -1,133 +1,21 @@
 """Typed events of guardian's JSON Lines stream (``--events-fd`` / ``--events-file``).
 
-One dataclass per event of docs/contract.md's table, fields in wire order. A field guardian
-always writes is required; one written as ``null`` without a value is ``Optional[...]``; one
-that is absent without a value (``signal``'s ``pid``/``pids``/``cgroup``, ``error``'s
-``unkillable``/``remaining``) defaults to ``None``. Unknown fields are ignored (the contract
-lets guardian add fields); an unknown event becomes :class:`UnknownEvent`.
-``tests/test_schema.py`` checks these classes against the Rust schema (``src/events.rs``, or
-``spec/events.json`` once it exists).
+One dataclass per event, generated from ``spec/events.json`` into :mod:`._spec` (fields in
+wire order). A field guardian always writes is required; one written as ``null`` without a
+value is ``Optional[...]``; one that is absent without a value defaults to ``None``. Unknown
+fields are ignored (the contract lets guardian add fields); an unknown event becomes
+:class:`UnknownEvent`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Type, Union
+import logging
+from dataclasses import dataclass
+from typing import Any, Dict, Union
 
-
-@dataclass(frozen=True)
-class Fallback:
-    """An interface was refused and guardian does without it."""
-
-    ts: float
-    what: str
-    errno: str
-    detail: str
-    event: str = field(default="fallback", init=False)
-
-
-@dataclass(frozen=True)
-class Spawned:
-    """The provider started."""
-
-    ts: float
-    pid: int
-    pgid: int
-    guardian_pid: int
-    mode: str
-    cgroup: Optional[str]
-    event: str = field(default="spawned", init=False)
-
-
-@dataclass(frozen=True)
-class Stopping:
-    """A teardown started (reason ``signal``, ``timeout``, ``parent-died``), or a kill request
-    ended its grace (``kill-request``, ``grace_ms`` 0)."""
-
-    ts: float
-    reason: str
-    grace_ms: int
-    event: str = field(default="stopping", init=False)
-
-
-@dataclass(frozen=True)
-class Signal:
-    """A signal was delivered."""
-
-    ts: float
-    signal: str
-    target: str
-    reason: str
-    pid: Optional[int] = None
-    cgroup: Optional[str] = None
-    pids: Optional[List[int]] = None
-    event: str = field(default="signal", init=False)
-
-
-@dataclass(frozen=True)
-class Stopped:
-    """The provider stopped (job control)."""
-
-    ts: float
-    pid: int
-    signal: str
-    event: str = field(default="stopped", init=False)
-
-
-@dataclass(frozen=True)
-class Continued:
-    """The provider was continued."""
-
-    ts: float
-    pid: int
-    event: str = field(default="continued", init=False)
-
-
-@dataclass(frozen=True)
-class Exit:
-    """The provider was reaped: ``code`` or ``signal`` (a name such as ``SIGTERM``)."""
-
-    ts: float
-    pid: int
-    code: Optional[int]
-    signal: Optional[str]
-    core_dumped: bool
-    event: str = field(default="exit", init=False)
-
-
-@dataclass(frozen=True)
-class Released:
-    """The tree is gone; the last line. ``status`` is guardian's exit status."""
-
-    ts: float
-    status: int
-    signalled: Optional[int]
-    killed: int
-    reaped: int
-    teardown_ms: float
-    cgroup: Optional[str]
-    oom_kill: Optional[int]
-    provider_user_ms: float
-    provider_system_ms: float
-    provider_max_rss_kb: int
-    tree_user_ms: float
-    tree_system_ms: float
-    tree_max_rss_kb: int
-    event: str = field(default="released", init=False)
-
-
-@dataclass(frozen=True)
-class Error:
-    """guardian failed (125/126/127); the last line."""
-
-    ts: float
-    status: int
-    message: str
-    unkillable: Optional[List[int]] = None
-    remaining: Optional[List[int]] = None
-    event: str = field(default="error", init=False)
+from ._spec import EVENT_TYPES, LAST_EVENTS, KnownEvent, Continued, Error, Exit, Fallback, Released, Signal, Spawned, Stopped, Stopping
 
 
 @dataclass(frozen=True)
@@ -139,20 +27,9 @@ class UnknownEvent:
     data: Dict[str, Any]
 
 
-Event = Union[Fallback, Spawned, Stopping, Signal, Stopped, Continued, Exit, Released, Error, UnknownEvent]
+Event = Union[KnownEvent, UnknownEvent]
 
-#: Event name -> class, for every event of the contract.
-EVENT_TYPES: Dict[str, Type[Any]] = {
-    "fallback": Fallback,
-    "spawned": Spawned,
-    "stopping": Stopping,
-    "signal": Signal,
-    "stopped": Stopped,
-    "continued": Continued,
-    "exit": Exit,
-    "released": Released,
-    "error": Error,
-}
+__all__ = ["EVENT_TYPES", "Continued", "Error", "Event", "Exit", "Fallback", "Released", "Signal", "Spawned", "Stopped", "Stopping", "UnknownEvent", "is_last", "log_event", "parse_event"]
 
 
 def parse_event(line: Union[str, bytes]) -> Event:
@@ -179,4 +56,24 @@ def parse_event(line: Union[str, bytes]) -> Event:
 
 def is_last(ev: Event) -> bool:
     """``released`` or ``error``: guardian writes nothing after it."""
-    return isinstance(ev, (Released, Error))
+    return isinstance(ev, LAST_EVENTS)
+
+
+#: The package's logger: guardian's fallbacks (refused interfaces) as warnings, its errors
+#: (refusals: bad input, a command that cannot run, an abandoned teardown) as errors, teardowns
+#: at INFO and the rest at DEBUG.
+log = logging.getLogger("treeguardian")
+
+
+def log_event(ev: Event) -> None:
+    """Logs one event read from guardian to the ``treeguardian`` logger."""
+    if isinstance(ev, Fallback):
+        log.warning("guardian fallback: %s refused (%s): %s", ev.what, ev.errno, ev.detail)
+    elif isinstance(ev, Error):
+        log.error("guardian error (status %d): %s", ev.status, ev.message)
+    elif isinstance(ev, Stopping):
+        log.info("guardian stopping the tree: %s (grace %d ms)", ev.reason, ev.grace_ms)
+    elif isinstance(ev, Released):
+        log.info("guardian released the tree: status %d, %s stopped, %d killed, %d reaped", ev.status, ev.signalled, ev.killed, ev.reaped)
+    elif log.isEnabledFor(logging.DEBUG):
+        log.debug("guardian event: %s", ev)

@@ -6,10 +6,13 @@ Each API keeps only how it signals, waits and sleeps."""
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
+import threading
 import time
+import warnings
 from types import TracebackType
 from typing import (
     Any,
@@ -19,7 +22,6 @@ from typing import (
     Iterator,
     List,
     Optional,
-    Protocol,
     Sequence,
     Tuple,
     Type,
@@ -28,12 +30,17 @@ from typing import (
 )
 
 from ._binary import ENVIRON, _found, binary, cached_binary, forget_binary, _ENV_OVERRIDE_KEY
+from ._command import check_command
 from ._events import Event, Released, Spawned
 from ._options import DRIVER_OWNED, OPTIONS, Duration, duration_seconds, to_args
+from ._spec import KILL_SIGNAL, KILL_SIGNAL_NUMBER, KILL_VARIABLE, READY_WAIT_SECONDS, STOP_SIGNAL_NUMBER
 from ._status import Outcome, describe
 from ._stream import EventStream
+from ._versions import GuardianVersionError, check as check_version
 
-Args = Union[str, "os.PathLike[str]", Sequence[Union[str, "os.PathLike[str]"]]]
+log = logging.getLogger("treeguardian")
+
+Args = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]", Sequence[Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]]]
 
 T = TypeVar("T")
 
@@ -44,21 +51,23 @@ GUARDIAN_KEYWORDS = frozenset(OPTIONS) - frozenset(DRIVER_OWNED)
 #: How long a stop request right after the start waits at most for guardian to be ready for it
 #: (in practice it waits for one read of /proc; more only when guardian is slow to reach its
 #: first instruction: a cold cache, a throttled cgroup, an emulator).
-READY_WAIT = 5.0
-#: How long ``kill_now`` waits for guardian to take the first stop request.
-STOPPING_WAIT = 5.0
+READY_WAIT = READY_WAIT_SECONDS
 #: Leaving a ``with`` block waits the grace and this long for guardian before the kill request.
 EXIT_SLACK = 2.0
-#: The async APIs' bound on the wait for guardian after that kill request.
+#: The bound on the wait for guardian after that kill request.
 KILLED_WAIT = 10.0
-#: guardian's grace when none is given.
-DEFAULT_GRACE = 1.0
+#: guardian's grace when none is given (its default, from spec/options.json).
+DEFAULT_GRACE = duration_seconds(OPTIONS["grace"].default or "1s")
 
 
 def guardian_argv(
     args: Args, *, shell: bool = False, events_fd: Optional[int] = None, **options: Any
 ) -> List[str]:
     """The full command line: the bundled guardian, its options, ``--``, the provider."""
+    return _argv(args, shell, to_args(options), events_fd)
+
+
+def _argv(args: Args, shell: bool, flags: List[str], events_fd: Optional[int]) -> List[str]:
     if isinstance(args, (str, bytes, os.PathLike)):
         provider = ["/bin/sh", "-c", os.fsdecode(args)] if shell else [os.fsdecode(args)]
     else:
@@ -67,9 +76,8 @@ def guardian_argv(
             provider = ["/bin/sh", "-c", *provider]
     if not provider:
         raise ValueError("no provider command given")
-    flags = to_args(options)
     if events_fd is not None:
-        flags.append(f"--events-fd={events_fd}")
+        flags = [*flags, f"--events-fd={events_fd}"]
     return [cached_binary(), *flags, "--", *provider]
 
 
@@ -113,11 +121,29 @@ def env_grace(text: Union[str, bytes, None]) -> float:
         return DEFAULT_GRACE  # guardian itself refuses it (status 125, naming the variable)
 
 
+_KILL_KEY = KILL_VARIABLE.encode()
+_KILL_VALUE = KILL_SIGNAL.encode()
+_ENV_DATA = getattr(os.environ, "_data", None)
+
+
+def guardian_env(env: Optional[Mapping[Any, Any]]) -> Dict[Any, Any]:
+    """guardian's environment: ``env`` (else this process's) with the kill request
+    (``GUARDIAN_KILL_SIGNAL=RTMAX``, spec/driver.json; guardian removes it from the provider's).
+    From ``os.environ``'s own bytes table when there is one: one dict copy on the spawn's path."""
+    if env is None:
+        out: Dict[Any, Any] = dict(_ENV_DATA) if isinstance(_ENV_DATA, dict) else {os.fsencode(k): os.fsencode(v) for k, v in os.environ.items()}
+    else:
+        out = dict(env)
+        out.pop(KILL_VARIABLE, None)
+    out[_KILL_KEY] = _KILL_VALUE
+    return out
+
+
 #: The events pipe: non-blocking, for the stream reads what is there when asked (guardian
 #: never blocks on its end whatever the flags: RWF_NOWAIT, or its own reopened description).
 _PIPE_FLAGS = os.O_CLOEXEC | os.O_NONBLOCK
 #: ``Popen`` keywords that take it off its shortest path (:meth:`Popen.__init__`).
-_NOT_PLAIN = GUARDIAN_KEYWORDS | {"shell", "pass_fds", "env", "executable"}
+_NOT_PLAIN = GUARDIAN_KEYWORDS | {"shell", "pass_fds", "env", "executable", "cwd"}
 
 
 class spawning:
@@ -134,7 +160,7 @@ class spawning:
     asked (:class:`EventStream`); the grace from the environment is parsed when needed.
     :class:`Popen`'s common start does the same inline."""
 
-    __slots__ = ("argv", "pass_fds", "grace", "env_grace", "_rfd", "_wfd")
+    __slots__ = ("argv", "pass_fds", "env", "grace", "env_grace", "_rfd", "_wfd")
     #: ``grace=``, else ``GUARDIAN_GRACE`` as guardian gets it (parsed when needed).
     env_grace: Union[str, bytes, None]
 
@@ -145,9 +171,15 @@ class spawning:
         if grace is not None:
             duration_seconds(grace)  # a bad grace raises before anything starts
             options["grace"] = grace
+        flags = to_args(options)  # bad options raise before anything starts
+        given_env = kwds.pop("env", None)
+        if not shell:
+            first = args if isinstance(args, (str, bytes, os.PathLike)) else next(iter(args), "")
+            check_command(os.fsdecode(first), given_env, kwds.get("cwd"))
+        self.env = guardian_env(given_env)
         self._rfd, self._wfd = os.pipe2(_PIPE_FLAGS)
         try:
-            self.argv = guardian_argv(args, shell=shell, events_fd=self._wfd, **options)
+            self.argv = _argv(args, shell, flags, self._wfd)
             given = kwds.pop("pass_fds", None)
             self.pass_fds = (*given, self._wfd) if given else (self._wfd,)
         except BaseException:
@@ -177,19 +209,25 @@ def _start_failed(exc: BaseException, path: str, rfd: int, wfd: int) -> None:
 
 class TreeVerbs:
     """The provider's tree's verbs, the same for every process API: pids and events from the
-    stream, the stop request, and ``kill_now``'s decisions. A subclass says what guardian's
-    status is and how it is signalled (:meth:`_returncode`, :meth:`_signal`)."""
+    stream, the stop request (:meth:`stop`, also ``terminate()``), the kill request
+    (:meth:`kill`), signals, the version check. A subclass says what guardian's status is and
+    how it is signalled (:meth:`_returncode`, :meth:`_signal`)."""
 
     _stream: EventStream
-    _stop_sent = False
+    #: guardian's path (named by the version check)
+    _path = "guardian"
     #: ``grace=``; else ``GUARDIAN_GRACE`` as guardian got it (see :class:`spawning`).
     _given_grace: Optional[Duration] = None
     _env_grace: Union[str, bytes, None] = None
+    #: the version check's verdict, once made
+    _version_checked = False
+    _version_error: Optional[GuardianVersionError] = None
 
     def _tree_init(self, start: spawning) -> None:
         self._stream = start.started()
         self._given_grace = start.grace
         self._env_grace = start.env_grace
+        self._path = start.argv[0]
 
     @property
     def _grace(self) -> float:
@@ -232,18 +270,71 @@ class TreeVerbs:
 
     @property
     def outcome(self) -> Optional[Outcome]:
-        """The named exit status, once guardian was reaped."""
+        """The named exit status, once guardian was reaped (guardian's events decide: a
+        provider's own exit 124, 125 or 127 is ``exited``)."""
         rc = self._returncode()
-        return None if rc is None else describe(rc, self._stream.exit)
+        return None if rc is None else describe(rc, self._stream.exit, events=self._stream.events)
 
-    def stop(self) -> None:
-        """A stop request: the provider gets the stop signal, the tree SIGKILL after the grace.
+    # ---- the version check (spec/driver.json) ----
+
+    def _check_version(self) -> Optional[GuardianVersionError]:
+        """The version check's error, once ``spawned`` was read (``None`` before, or when
+        guardian is recent enough). The first time it finds one, it stops the tree."""
+        if not self._version_checked:
+            spawned = self._stream.spawned
+            if spawned is None:
+                return None
+            self._version_checked = True
+            self._version_error = check_version(spawned, self._path)
+            if self._version_error is not None:
+                log.error("%s", self._version_error)
+                # an older guardian knows no kill request: the stop request, with its grace
+                self._until_ready()
+                self._signal(STOP_SIGNAL_NUMBER)
+        return self._version_error
+
+    # ---- stopping ----
+
+    def stop(self, grace: Optional[Duration] = None) -> None:
+        """A stop request: the provider gets the stop signal, the tree SIGKILL after the grace
+        (guardian's, given at the start). ``grace`` shortens it for this stop: the kill request
+        follows after ``grace`` seconds if guardian has not ended by then (a timer thread;
+        guardian's own grace still ends it if that is shorter). Returns at once.
 
         Right after the start it first waits (:meth:`_until_ready`, the instants of guardian's
         exec) until guardian takes SIGTERM as a request."""
+        seconds = None if grace is None else duration_seconds(grace)  # a bad grace raises first
         self._until_ready()
-        self._stop_sent = True
-        self._signal(signal.SIGTERM)
+        self._signal(STOP_SIGNAL_NUMBER)
+        if seconds is not None and seconds < self._grace:
+            timer = threading.Timer(seconds, self.kill)
+            timer.daemon = True
+            timer.name = "treeguardian-stop-grace"
+            timer.start()
+
+    def terminate(self) -> None:
+        """``stop()``: the stop request (SIGTERM to guardian, which stops the tree with its grace)."""
+        self.stop()
+
+    def kill(self) -> None:
+        """The kill request: the provider and its whole tree get SIGKILL now, guardian reaps
+        them and ends as the provider did (``returncode`` -9, as ``subprocess`` gives). Never
+        SIGKILLs guardian itself, which would orphan the tree. A no-op once guardian was reaped."""
+        if self._reaped():
+            return
+        self._until_ready()
+        self._signal(KILL_SIGNAL_NUMBER)
+
+    def send_signal(self, sig: int) -> None:
+        """``SIGKILL`` is :meth:`kill`, ``SIGTERM`` :meth:`stop`; any other signal goes to
+        guardian, which forwards it to the provider (``--forward-to``)."""
+        if sig == signal.SIGKILL:
+            self.kill()
+        elif sig == signal.SIGTERM:
+            self.stop()
+        else:
+            self._until_ready()
+            self._signal(sig)
 
     def _until_ready(self) -> None:
         """Waits, at most :data:`READY_WAIT`, until guardian blocks SIGTERM (its first act, read
@@ -263,69 +354,14 @@ class TreeVerbs:
             else:
                 time.sleep(0.0001)
 
-    def terminate(self) -> None:
-        self.stop()
 
-    def _kill_first(self) -> bool:
-        """``kill_now``'s first step: the first stop request, unless one was sent. ``True``
-        when the caller must wait (at most :data:`STOPPING_WAIT`) for guardian to report that
-        it is stopping before :meth:`_kill_second`."""
-        if self._reaped() or self._stream.stopping:
-            return False
-        # Two SIGTERMs before guardian reads the first may arrive as one: the kill request
-        # is sent only once guardian reports that it is stopping.
-        if not self._stop_sent:
-            self.stop()
-        return True
-
-    def _kill_second(self) -> None:
-        """``kill_now``'s kill request: a second stop request, which ends the grace with
-        SIGKILL to the tree at once, unless the tree is released or guardian reaped."""
-        if self._stream.released is None:
-            self._signal(signal.SIGTERM)
-
-
-class _LoopProcess(Protocol):
-    """What :class:`AsyncTreeVerbs` uses of ``asyncio.subprocess.Process`` and
-    ``anyio.abc.Process``."""
-
-    @property
-    def pid(self) -> int: ...
-
-    @property
-    def returncode(self) -> Optional[int]: ...
-
-    def send_signal(self, signal: signal.Signals) -> None: ...
+def _deprecated_kill_now() -> None:
+    warnings.warn("kill_now() is kill() (the kill request); kill_now will be removed", DeprecationWarning, stacklevel=3)
 
 
 class AsyncTreeVerbs(TreeVerbs):
-    """:class:`TreeVerbs` for an event loop's process (``_proc``); a subclass says how to wait
+    """:class:`TreeVerbs` for an event loop's process; a subclass says how to wait
     (:meth:`_until`, :meth:`_wait_exited`) without blocking the loop."""
-
-    _proc: _LoopProcess
-
-    @property
-    def pid(self) -> int:
-        return self._proc.pid
-
-    @property
-    def guardian_pid(self) -> int:
-        return self._proc.pid
-
-    @property
-    def returncode(self) -> Optional[int]:
-        return self._proc.returncode
-
-    def _returncode(self) -> Optional[int]:
-        return self._proc.returncode
-
-    def _signal(self, sig: int) -> None:
-        # The event loop signals only a child it has not reaped yet; after that, nothing.
-        if self._proc.returncode is None:
-            try:
-                self._proc.send_signal(signal.Signals(sig))
-            except ProcessLookupError:
-                pass
 
     async def _until(self, pred: Callable[[], Optional[T]], timeout: Optional[float]) -> Optional[T]:
         """``pred()``'s first non-``None`` value (re-checked at each event), or ``None`` once
@@ -336,17 +372,28 @@ class AsyncTreeVerbs(TreeVerbs):
         """Waits at most ``timeout`` for guardian to exit; whether it did."""
         raise NotImplementedError
 
+    async def _gate(self) -> None:
+        """The version check, once guardian wrote ``spawned`` (or ended): raises
+        :class:`GuardianVersionError` after stopping the tree."""
+        await self._until(lambda: True if self._stream.spawned is not None else None, None)
+        err = self._check_version()
+        if err is not None:
+            await self._wait_exited(self._grace + EXIT_SLACK)
+            raise err
+
     async def wait_spawned(self, timeout: Optional[float] = None) -> Optional[Spawned]:
-        return await self._until(lambda: self._stream.spawned, timeout)
+        got = await self._until(lambda: self._stream.spawned, timeout)
+        if got is not None:
+            await self._gate()
+        return got
 
     async def wait_released(self, timeout: Optional[float] = None) -> Optional[Released]:
         return await self._until(lambda: self._stream.released, timeout)
 
     async def kill_now(self) -> None:
-        """SIGKILL the whole tree now; never SIGKILLs guardian itself."""
-        if self._kill_first():
-            await self._until(lambda: True if self._stream.stopping else None, STOPPING_WAIT)
-        self._kill_second()
+        """Deprecated: :meth:`kill` (sync, as the event loops' ``kill()``)."""
+        _deprecated_kill_now()
+        self.kill()
 
     async def _stop_and_wait(self) -> None:
         """Leaving ``async with``: the stop request, the grace (and :data:`EXIT_SLACK`) for
@@ -355,7 +402,7 @@ class AsyncTreeVerbs(TreeVerbs):
         if self._returncode() is None:
             self.stop()
             if not await self._wait_exited(self._grace + EXIT_SLACK):
-                await self.kill_now()
+                self.kill()
                 await self._wait_exited(KILLED_WAIT)
 
 
@@ -364,43 +411,48 @@ class Popen(TreeVerbs, subprocess.Popen):  # type: ignore[type-arg]
 
     Everything ``subprocess.Popen`` takes works (stdin/stdout/stderr, env, cwd, pass_fds,
     start_new_session, ...). guardian's options are keyword arguments (``grace=1.5``,
-    ``timeout="10m"``, ``stop_signal="INT"``, see ``treeguardian.OPTIONS``). Events arrive on
-    a private pipe (``--events-fd``), read when asked for and, from the first wait on, by
-    a shared thread (:class:`~treeguardian._stream.EventStream`).
+    ``timeout="10m"`` (guardian's), ``stop_signal="INT"``, see ``treeguardian.OPTIONS``). A
+    command that cannot be started raises ``FileNotFoundError`` / ``PermissionError`` here.
+    Events arrive on a private pipe (``--events-fd``), read when asked for and, from the first
+    wait on, by a shared thread (:class:`~treeguardian._stream.EventStream`).
 
     * ``pid`` / ``guardian_pid``: guardian's pid; ``provider_pid``: the provider's (after
       ``spawned``; :meth:`wait_spawned` waits for it).
     * ``events``: every event so far; ``released``: the ``released`` event once the tree is
       gone; :meth:`wait_released`.
     * :meth:`stop` (also ``terminate()``): a stop request (the provider gets the stop signal,
-      the tree SIGKILL after the grace). :meth:`kill_now` (also ``kill()``): SIGKILL the whole
-      tree now. Neither ever SIGKILLs guardian itself, which would orphan the tree.
+      the tree SIGKILL after the grace). :meth:`kill`: the kill request (SIGKILL to the whole
+      tree now; ``returncode`` -9). Neither ever SIGKILLs guardian itself.
     * ``with treeguardian.Popen(...) as p:`` stops the tree on exit from the block and waits
       for the release.
     """
 
     def __init__(self, args: Args, *, grace: Optional[Duration] = None, **kwargs: Any) -> None:
         if grace is None and type(args) is list and args and _NOT_PLAIN.isdisjoint(kwargs):
-            # The common start (a list; no guardian option, shell, fds or environment of the
-            # caller's): spawning's steps inline, for each call costs ~1 us on this cold path,
-            # which guardian's start waits for (issue 20.5). guardian_argv's result (tested).
+            # The common start (a list; no guardian option, shell, fds, cwd or environment of
+            # the caller's): spawning's steps inline, for each call costs ~1 us on this cold
+            # path, which guardian's start waits for (issue 20.5). guardian_argv's result (tested).
             self._env_grace = ENVIRON.get(_GRACE_ENV_KEY)
             path = _found.get(ENVIRON.get(_ENV_OVERRIDE_KEY) or b"") or binary()
             provider = [a if type(a) is str else os.fsdecode(a) for a in args]
+            check_command(provider[0])
+            env = dict(_ENV_DATA) if isinstance(_ENV_DATA, dict) else guardian_env(None)
+            env[_KILL_KEY] = _KILL_VALUE
             rfd, wfd = os.pipe2(_PIPE_FLAGS)
             try:
-                super().__init__([path, f"--events-fd={wfd}", "--", *provider], pass_fds=(wfd,), **kwargs)
+                super().__init__([path, f"--events-fd={wfd}", "--", *provider], pass_fds=(wfd,), env=env, **kwargs)
             except BaseException as e:
                 _start_failed(e, path, rfd, wfd)
                 raise
             os.close(wfd)
             self._stream = EventStream(rfd)
+            self._path = path
             return
         if "executable" in kwargs:
             raise TypeError("treeguardian.Popen runs guardian; give the provider as args[0], not executable=")
         s = spawning(args, kwargs, grace, shell=bool(kwargs.pop("shell", False)))
         try:
-            super().__init__(s.argv, pass_fds=s.pass_fds, **kwargs)
+            super().__init__(s.argv, pass_fds=s.pass_fds, env=s.env, **kwargs)
         except BaseException as e:
             s.failed(e)
             raise
@@ -413,12 +465,31 @@ class Popen(TreeVerbs, subprocess.Popen):  # type: ignore[type-arg]
         return self.pid
 
     def wait_spawned(self, timeout: Optional[float] = None) -> Optional[Spawned]:
-        """The ``spawned`` event; ``None`` if guardian failed to start the provider."""
-        return self._stream.wait_for(Spawned, timeout)
+        """The ``spawned`` event; ``None`` if guardian failed to start the provider. Raises
+        :class:`~treeguardian.GuardianVersionError` (after stopping the tree) for a guardian
+        older than this driver needs."""
+        got = self._stream.wait_for(Spawned, timeout)
+        if got is not None:
+            self._gate(None)
+        return got
 
     def wait_released(self, timeout: Optional[float] = None) -> Optional[Released]:
         """The ``released`` event (``None``: guardian failed, see ``events``, or the time ran out)."""
         return self._stream.wait_for(Released, timeout)
+
+    def _gate(self, timeout: Optional[float]) -> None:
+        """The version check once ``spawned`` is there (waiting for it or the stream's end at
+        most ``timeout``): raises :class:`GuardianVersionError` after the tree stopped."""
+        if self._version_checked and self._version_error is None:
+            return
+        self._stream.wait_until(lambda: self._stream.spawned is not None, timeout)
+        err = self._check_version()
+        if err is not None:
+            try:
+                subprocess.Popen.wait(self, self._grace + EXIT_SLACK)
+            except subprocess.TimeoutExpired:
+                pass
+            raise err
 
     # ---- stopping ----
 
@@ -430,17 +501,12 @@ class Popen(TreeVerbs, subprocess.Popen):  # type: ignore[type-arg]
 
     def _signal(self, sig: int) -> None:
         # Popen.send_signal signals only while guardian is unreaped (its pid cannot be reused).
-        self.send_signal(sig)
+        subprocess.Popen.send_signal(self, sig)
 
     def kill_now(self) -> None:
-        """SIGKILL the whole tree now (a second stop request, once guardian is stopping)."""
-        if self._kill_first():
-            self._stream.wait_until(lambda: self._stream.stopping, STOPPING_WAIT)
-        self._kill_second()
-
-    def kill(self) -> None:
-        """``kill_now()``: the tree gets SIGKILL; guardian itself reaps it and exits."""
-        self.kill_now()
+        """Deprecated: :meth:`kill`."""
+        _deprecated_kill_now()
+        self.kill()
 
     def _read_events(self) -> None:
         # (no stream yet while subprocess.Popen.__init__ runs)
@@ -461,6 +527,7 @@ class Popen(TreeVerbs, subprocess.Popen):  # type: ignore[type-arg]
         # The events are read while guardian exits: it waits (1 s) for a reader to take what
         # its last events do not fit in the pipe, and then drops them.
         self._read_events()
+        self._gate(timeout)
         rc = super().wait(timeout)
         # guardian wrote its last line before exiting: let the reader take it.
         self._stream.join(5.0)
@@ -476,9 +543,13 @@ class Popen(TreeVerbs, subprocess.Popen):  # type: ignore[type-arg]
             if self.poll() is None:
                 self.stop()
                 try:
-                    self.wait(self._grace + EXIT_SLACK)
+                    subprocess.Popen.wait(self, self._grace + EXIT_SLACK)
                 except subprocess.TimeoutExpired:
-                    self.kill_now()
+                    self.kill()
+                    try:
+                        subprocess.Popen.wait(self, KILLED_WAIT)
+                    except subprocess.TimeoutExpired:
+                        pass
         finally:
             super().__exit__(exc_type, exc, tb)
             self._stream.join(5.0)

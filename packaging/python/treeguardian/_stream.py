@@ -11,7 +11,7 @@ import threading
 import time
 from typing import Callable, Dict, List, Optional, Type, TypeVar
 
-from ._events import Error, Event, Exit, Released, Spawned, Stopping, is_last, parse_event
+from ._events import Error, Event, Exit, Released, Spawned, Stopping, is_last, log_event, parse_event
 
 E = TypeVar("E")
 
@@ -211,6 +211,8 @@ class EventStream:
             if not lines:
                 return
             self._raw.extend(lines)
+            if b'"fallback"' in chunk or b'"error"' in chunk:
+                self._parse_raw()  # logged as they come (see _events.log_event)
             if self._cond is not None:
                 self._cond.notify_all()
             listeners = list(self._listeners)
@@ -219,13 +221,25 @@ class EventStream:
     def _parsed(self) -> List[Event]:
         """The events so far (call with the lock held)."""
         self._pull()
-        if self._raw:
-            for line in self._raw:
-                try:
-                    self._events.append(parse_event(line))
-                except ValueError:
-                    pass
-            self._raw.clear()
+        return self._parse_raw()
+
+    def _parse_raw(self, until: Optional[type] = None) -> List[Event]:
+        """Parses (and logs) the lines taken so far, without reading (call with the lock held);
+        with ``until``, only up to the first event of that type (the rest stay lines: a host
+        asking for ``spawned`` does not parse, under the lock the reader thread needs, the
+        hundreds of events that may follow it)."""
+        done = 0
+        for line in self._raw:
+            done += 1
+            try:
+                ev = parse_event(line)
+            except ValueError:
+                continue
+            self._events.append(ev)
+            log_event(ev)
+            if until is not None and isinstance(ev, until):
+                break
+        del self._raw[:done]
         return self._events
 
     def _close(self) -> None:
@@ -233,6 +247,7 @@ class EventStream:
         with self._lock:
             self._fd = -1
             self._closed = True
+            self._parse_raw()  # every event logged by the end (nothing else waits for it now)
             if self._cond is not None:
                 self._cond.notify_all()
             listeners = list(self._listeners)
@@ -277,9 +292,13 @@ class EventStream:
 
     def first(self, cls: Type[E]) -> Optional[E]:
         with self._lock:
-            for ev in self._parsed():
+            for ev in self._events:
                 if isinstance(ev, cls):
                     return ev
+            self._pull()
+            events = self._parse_raw(until=cls)
+            if events and isinstance(events[-1], cls):
+                return events[-1]
         return None
 
     def wait_for(self, cls: Type[E], timeout: Optional[float] = None) -> Optional[E]:

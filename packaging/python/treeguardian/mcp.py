@@ -13,22 +13,34 @@ Every way the SDK ends the server becomes a teardown of the server's whole tree:
 request), and the host's death (guardian's parent watch).
 
 The SDK passes no fds, so events go to a file (``--events-file``): :class:`GuardedServer`
-makes a private one and reads it, and stops the tree through guardian's pidfd.
+makes a private one and reads it, stops or kills the tree through guardian's pidfd, and keeps
+``released`` readable after it is closed. A server command that cannot be started raises
+``FileNotFoundError`` / ``PermissionError`` from :func:`guarded` (resolved as ``execvp``
+would, with the PATH the SDK gives the server), not "Connection closed" later.
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import select
 import shutil
 import signal
 import tempfile
+import time
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, List, Optional, Type, Union
 
 from ._binary import binary
-from ._events import Event, Released, Spawned, is_last, parse_event
+from ._command import check_command
+from ._events import Event, Released, Spawned, is_last, log_event, parse_event
 from ._options import DRIVER_OWNED, Duration, duration_seconds, to_args
+from ._popen import EXIT_SLACK, KILLED_WAIT
+from ._spec import KILL_SIGNAL, KILL_SIGNAL_NUMBER, KILL_VARIABLE, STOP_SIGNAL_NUMBER
+from ._versions import GuardianVersionError, check as check_version
+
+log = logging.getLogger("treeguardian")
 
 if TYPE_CHECKING:
     from mcp import StdioServerParameters
@@ -88,7 +100,12 @@ def guarded(
     flags = to_args({"grace": grace, **options})
     if events_file is not None:
         flags.append(f"--events-file={os.fspath(events_file)}")
-    update = {"command": binary(), "args": [*flags, "--", server.command, *server.args]}
+    # The SDK gives the server its default environment (PATH among it) updated by server.env.
+    env = dict(server.env or {})
+    cwd = getattr(server, "cwd", None)  # (an mcp without cwd runs the server in the host's)
+    check_command(server.command, env if "PATH" in env else None, None if cwd is None else os.fspath(cwd))
+    env[KILL_VARIABLE] = KILL_SIGNAL  # the kill request (guardian drops it from the server's)
+    update = {"command": binary(), "args": [*flags, "--", server.command, *server.args], "env": env}
     copy: StdioServerParameters = server.model_copy(update=update)
     return copy
 
@@ -97,25 +114,46 @@ class GuardedServer:
     """One guarded connection's parameters, with its events and its stop verbs.
 
     ``params`` goes to ``stdio_client``; ``events``, ``spawned``, ``released`` read the private
-    events file; :meth:`stop` and :meth:`kill_now` signal guardian through a pidfd opened while
+    events file; :meth:`stop` and :meth:`kill` signal guardian through a pidfd opened while
     the file shows it has not released (its pid cannot have been reused then). Use one per
-    connection (a reconnect makes a new one); ``close()`` (or ``with``) removes the file.
+    connection (a reconnect makes a new one). ``close()`` (or leaving ``with``) waits for the
+    release (the grace and 2 s; then a stop request, then the kill request), keeps the events
+    (``released`` stays readable) and removes the file.
     """
 
     def __init__(self, server: "StdioServerParameters", *, grace: Duration = 1.0, **options: Any) -> None:
         self._dir = Path(tempfile.mkdtemp(prefix="treeguardian-"))
         self.events_path = self._dir / "events.jsonl"
         self.params = guarded(server, grace=grace, events_file=self.events_path, **options)
-        self._stop_sent = False
+        self._grace = duration_seconds(grace)
+        self._kept: Optional[List[Event]] = None
+        self._logged = 0
+        self._version_error: Optional[GuardianVersionError] = None
 
     @property
     def events(self) -> List[Event]:
+        if self._kept is not None:
+            return list(self._kept)
         try:
             data = self.events_path.read_bytes()
         except FileNotFoundError:
             return []
         complete = data[: data.rfind(b"\n") + 1]
-        return [parse_event(line) for line in complete.splitlines() if line.strip()]
+        events = [parse_event(line) for line in complete.splitlines() if line.strip()]
+        new = events[self._logged :]
+        self._logged = max(self._logged, len(events))
+        for ev in new:
+            log_event(ev)
+            if isinstance(ev, Spawned) and self._version_error is None:
+                self._version_error = check_version(ev, self.params.command)
+                if self._version_error is not None:
+                    log.error("%s", self._version_error)
+                    self._signal_while_running(ev, STOP_SIGNAL_NUMBER, events)
+        return events
+
+    def _raise_version(self) -> None:
+        if self._version_error is not None:
+            raise self._version_error
 
     @property
     def spawned(self) -> Optional[Spawned]:
@@ -125,19 +163,66 @@ class GuardedServer:
     def released(self) -> Optional[Released]:
         return next((e for e in self.events if isinstance(e, Released)), None)
 
+    def _ended(self) -> bool:
+        """guardian wrote its last event, or is gone (or never ran)."""
+        events = self.events
+        if any(is_last(e) for e in events):
+            return True
+        spawned = next((e for e in events if isinstance(e, Spawned)), None)
+        if spawned is None:
+            return True
+        try:
+            pidfd = os.pidfd_open(spawned.guardian_pid)
+        except ProcessLookupError:
+            return True
+        try:
+            # readable once guardian exited (also while the SDK has not reaped it yet)
+            return bool(select.select([pidfd], [], [], 0)[0])
+        finally:
+            os.close(pidfd)
+
+    def _wait_ended(self, timeout: Optional[float]) -> bool:
+        end = None if timeout is None else time.monotonic() + timeout
+        while not self._ended():
+            if end is not None and time.monotonic() >= end:
+                return False
+            time.sleep(0.01)
+        return True
+
+    def wait_released(self, timeout: Optional[float] = None) -> Optional[Released]:
+        """Waits (at most ``timeout``) until guardian wrote its last event or is gone; the
+        ``released`` event, or ``None`` (guardian failed, never ran, or the time ran out).
+        Raises :class:`~treeguardian.GuardianVersionError` for a guardian older than this
+        driver (whose tree it stopped)."""
+        self._wait_ended(timeout)
+        self._raise_version()
+        return self.released
+
+    async def wait_released_async(self, timeout: Optional[float] = None) -> Optional[Released]:
+        """:meth:`wait_released` for async code (anyio: asyncio or trio)."""
+        import anyio
+
+        with anyio.move_on_after(timeout):
+            while not self._ended():
+                await anyio.sleep(0.01)
+        self._raise_version()
+        return self.released
+
     def _signal(self, sig: int) -> bool:
         """Signals guardian if it is still there; ``False`` if it has released (or never ran)."""
-        spawned = self.spawned
-        if spawned is None:
-            return False
+        events = self.events
+        spawned = next((e for e in events if isinstance(e, Spawned)), None)
+        return spawned is not None and self._signal_while_running(spawned, sig, None)
+
+    def _signal_while_running(self, spawned: Spawned, sig: int, events: Optional[List[Event]]) -> bool:
         try:
             pidfd = os.pidfd_open(spawned.guardian_pid)
         except ProcessLookupError:
             return False
         try:
-            # released is written before guardian exits: not in the file now means the pidfd
-            # names our guardian, not a reuse of its pid.
-            if any(is_last(e) for e in self.events):
+            # released is written before guardian exits: not in the file now (read after the
+            # pidfd was opened) means the pidfd names our guardian, not a reuse of its pid.
+            if any(is_last(e) for e in (self.events if events is None else events)):
                 return False
             signal.pidfd_send_signal(pidfd, sig)
             return True
@@ -148,28 +233,33 @@ class GuardedServer:
 
     def stop(self) -> bool:
         """A stop request to guardian (SIGTERM); ``False`` if it already released."""
-        sent = self._signal(signal.SIGTERM)
-        self._stop_sent = self._stop_sent or sent
-        return sent
+        return self._signal(STOP_SIGNAL_NUMBER)
+
+    def kill(self) -> bool:
+        """The kill request: SIGKILL to the whole tree now; ``False`` if it already released."""
+        return self._signal(KILL_SIGNAL_NUMBER)
 
     def kill_now(self) -> bool:
-        """SIGKILL the tree now (a second stop request once guardian is stopping)."""
-        from ._events import Exit, Stopping
+        """Deprecated: :meth:`kill`."""
+        import warnings
 
-        if not any(isinstance(e, (Stopping, Exit)) for e in self.events):
-            # A second SIGTERM before guardian read the first may merge with it: wait for
-            # guardian to report the first stop request before sending the kill request.
-            if not self._stop_sent and not self.stop():
-                return False
-            import time
-
-            end = time.monotonic() + 5.0
-            while time.monotonic() < end and not any(isinstance(e, (Stopping, Exit)) for e in self.events):
-                time.sleep(0.005)
-        return self._signal(signal.SIGTERM)
+        warnings.warn("kill_now() is kill() (the kill request); kill_now will be removed", DeprecationWarning, stacklevel=2)
+        return self.kill()
 
     def close(self) -> None:
-        shutil.rmtree(self._dir, ignore_errors=True)
+        """Waits for the release (see the class), keeps the events, removes the file."""
+        if self._kept is not None:
+            return
+        try:
+            if not self._wait_ended(self._grace + EXIT_SLACK):
+                self.stop()
+                if not self._wait_ended(self._grace + EXIT_SLACK):
+                    self.kill()
+                    self._wait_ended(KILLED_WAIT)
+        finally:
+            self._kept = self.events
+            shutil.rmtree(self._dir, ignore_errors=True)
+        self._raise_version()
 
     def __enter__(self) -> "GuardedServer":
         return self
