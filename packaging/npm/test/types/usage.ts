@@ -41,7 +41,12 @@ export async function defaults(): Promise<number> {
   g.on('event', (ev: GuardianEvent) => { if (ev.event === 'spawned') void ev.mode; });
   g.on('error', (err) => { if (err instanceof GuardianError) void err.code; });
   const rel: ReleasedEvent = await g.stop({ timeout: 5000, signal: AbortSignal.timeout(10000) });
-  await g.kill();
+  const sent: boolean = g.kill();
+  void sent;
+  // @ts-expect-error a typo is not an option
+  spawnGuarded('x', [], { graec: '1s' });
+  const asChild: import('node:child_process').ChildProcess = g;
+  void asChild;
   await g.stop('SIGINT');
   return rel.status + pids.length;
 }
