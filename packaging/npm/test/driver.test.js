@@ -414,3 +414,48 @@ test("writing to stdin of a guardian that is gone: no unhandled EPIPE, an 'error
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test("released is settled when 'exit' is emitted, however the process ended", T, async () => {
+  const settledAtExit = (h) => new Promise((resolve) => h.once('exit', () => {
+    // already settled: it wins against the next turn of the event loop
+    const marker = {};
+    Promise.race([h.released, new Promise((r) => setImmediate(() => r(marker)))])
+      .then((v) => resolve(v !== marker ? v : null), (e) => resolve(e));
+  }));
+  // natural end, the stop request, the kill request, Node's timeout option
+  const cases = [
+    ['ok', (h) => h],
+    ['stop', (h) => h.stop()],
+    ['killnow', (h) => h.kill()],
+    ['killnow', (h) => h, { timeout: 200, killSignal: 'SIGKILL' }],
+  ];
+  for (const [mode, how, extra = {}] of cases) {
+    const h = spawnGuarded('true', [], fake(mode, extra));
+    const seen = settledAtExit(h);
+    await within(h.spawned, 20000, 'spawned');
+    how(h);
+    const rel = await within(seen, 20000, `exit of ${mode}`);
+    assert.equal(rel?.event, 'released', `${mode}: released was not settled at 'exit'`);
+  }
+});
+
+test('NODE_DEBUG=treeguardian logs guardian\'s fallbacks and the driver\'s refusals', T, async () => {
+  const { spawnSync } = await import('node:child_process');
+  const script = `
+    import { spawn } from ${JSON.stringify(new URL('../index.js', import.meta.url).href)};
+    const h = spawn('true', [], { guardianPath: ${JSON.stringify(fakeGuardian)}, stdio: 'ignore' });
+    await h.released;
+    const o = spawn('true', [], { guardianPath: ${JSON.stringify(fakeGuardian)}, stdio: 'ignore',
+      env: { ...process.env, FAKE_GUARDIAN_MODE: 'old' } });
+    o.on('error', () => {});
+    await o.released.catch(() => {});
+    spawn('no-such-command-for-the-log', []).on('error', () => {});`;
+  const run = (debug) => spawnSync(process.execPath, ['--input-type=module', '-e', script], {
+    encoding: 'utf8', env: { ...process.env, FAKE_GUARDIAN_MODE: 'ok', NODE_DEBUG: debug }, timeout: 30000,
+  });
+  const on = run('treeguardian');
+  assert.match(on.stderr, /TREEGUARDIAN \d+: guardian fell back: pidfd_open refused \(ENOSYS\)/);
+  assert.match(on.stderr, /TREEGUARDIAN \d+: .*needs guardian 0\.2\.0 or newer/);
+  assert.match(on.stderr, /TREEGUARDIAN \d+: spawn no-such-command-for-the-log: ENOENT/);
+  assert.doesNotMatch(run('').stderr, /TREEGUARDIAN/);
+});
