@@ -54,6 +54,9 @@ export class GuardedProcess {
   reported = false;
   /** the child is the provider's failed spawn (ENOENT/EACCES), not guardian */
   passThrough = false;
+  /** the child's 'close' arguments, once it closed */
+  closed = null;
+  closeEmitted = false;
   /** the handle emitted 'exit' */
   exitEmitted = false;
   /** the kill request was sent */
@@ -221,6 +224,15 @@ export class GuardedProcess {
     this.flushSignals();
     this.wake();
     this.finish();
+    this.closeWhenDone();
+  }
+
+  /** Emits the child's 'close' on the handle once the events stream ended too. */
+  closeWhenDone() {
+    if (this.closed === null || !this.streamEnded || this.closeEmitted) return;
+    this.closeEmitted = true;
+    this.finish();
+    this.handle.onClose(...this.closed);
   }
 
   /** Spawn failures (ENOENT, EACCES, ...) carry syscall 'spawn <file>'; a failed
@@ -399,13 +411,12 @@ export class GuardedProcess {
   attach() {
     const { child } = this;
     const splitter = new LineSplitter();
-    let onEnd = () => {};
     const stream = child.stdio[EVENTS_FD];
     if (stream) {
       stream.on('data', (chunk) => {
         for (const line of splitter.push(chunk)) this.handleLine(line);
       });
-      onEnd = () => {
+      const onEnd = () => {
         if (this.streamEnded) return;
         for (const line of splitter.end()) this.handleLine(line);
         this.streamEnd();
@@ -425,12 +436,12 @@ export class GuardedProcess {
     }
     child.on('error', (err) => this.onChildError(err));
     child.on('exit', (code, signal) => this.onChildExit(code, signal));
-    // 'close' may come before the events stream's own 'end' reached this listener: read its
-    // last lines first, so that 'exit' and `released` come before 'close'.
+    // 'close' may come before the events stream's own 'end' reached this module (Bun emits it
+    // before the stream's last data): it is emitted once the stream ended, so that 'exit' and
+    // `released` come before 'close'.
     child.on('close', (code, signal) => {
-      onEnd();
-      this.finish();
-      this.handle.onClose(code, signal);
+      this.closed = [code, signal];
+      this.closeWhenDone();
     });
   }
 }

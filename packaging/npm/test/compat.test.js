@@ -97,10 +97,12 @@ for (const [name, spawn] of SPAWNS) {
     assert.equal(e.syscall, `spawn ${cmd}`);
     assert.equal(e.path, cmd);
     assert.deepEqual(e.spawnargs, ['a']);
-    assert.equal(e.message, `spawn ${cmd} ENOENT`);
+    // Bun's own child_process words it otherwise ('Executable not found in $PATH'): the driver
+    // gives whatever the runtime's child_process gives
+    if (typeof globalThis.Bun === 'undefined') assert.equal(e.message, `spawn ${cmd} ENOENT`);
     assert.equal(r.exit, null);
-    assert.deepEqual(r.close, [-2, null]);
-    assert.equal(cp.exitCode, -2);
+    assert.deepEqual([r.close[0], r.close[1] ?? null], [-2, null]); // Bun's close gives undefined for null
+    if (typeof globalThis.Bun === 'undefined') assert.equal(cp.exitCode, -2); // Bun's own is null
   });
 
   test(`[${name}] a command that is not executable: an EACCES 'error' event`, T, async () => {
