@@ -12,6 +12,7 @@ import { LineSplitter, parseEventLine } from './events.js';
 import { resolveCommand, resolveGuardianPath } from './locate.js';
 import { debug, describeEvent } from './log.js';
 import { COMMAND_KEYS, checkOptions, optionArgs } from './options.js';
+import { DRIVER } from './spec.js';
 import { versionProblem } from './version.js';
 
 const POLL_MS = 20;
@@ -80,7 +81,13 @@ class EventsFile {
   poll() {
     if (this.fd === null) {
       try { this.fd = openSync(this.path, 'r'); } catch { return; }
+      // guardian runs: hold the host's event loop until its end is read (a host awaiting
+      // `released` after the launcher closed must see it), but not for a guardian that never
+      // names its pid within the ready wait.
+      this.timer?.ref?.();
+      this.opened = Date.now();
     }
+    if (this.guardianPid === null && Date.now() - this.opened > DRIVER.readyWaitMs) this.timer?.unref?.();
     const buf = Buffer.allocUnsafe(65536);
     for (;;) {
       const n = readSync(this.fd, buf, 0, buf.length, null);
