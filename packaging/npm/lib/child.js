@@ -23,6 +23,7 @@ const SIGNALS = osConstants.signals;
 /** A signal's name ('SIGTERM') from a name or number, or a TypeError as ChildProcess.kill throws. */
 function signalName(sig) {
   if (typeof sig === 'number') {
+    if (sig === 0) return 0; // existence check, as process.kill(pid, 0)
     const name = Object.keys(SIGNALS).find((k) => SIGNALS[k] === sig);
     if (name) return name;
     if (sig === DRIVER.killRequest.number || (sig >= SIGNALS.SIGSYS + 2 && sig <= 64)) return sig;
