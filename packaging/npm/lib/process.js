@@ -355,7 +355,9 @@ export class GuardedProcess {
     if (!this.running()) return false;
     if (!this.killing) debug('kill request: signal %d to guardian pid %d', DRIVER.killRequest.number, this.child.pid);
     this.killing = true;
-    return this.send(DRIVER.killRequest.number);
+    const sent = this.send(DRIVER.killRequest.number);
+    if (sent) this.handle.killed = true;
+    return sent;
   }
 
   /** The stop request: SIGTERM once (the stop signal, guardian's grace, then SIGKILL). With
@@ -367,7 +369,7 @@ export class GuardedProcess {
       kill();
       return this.released.promise;
     }
-    this.send(DRIVER.stopRequest.number);
+    if (this.send(DRIVER.stopRequest.number)) this.handle.killed = true;
     const cleanups = [];
     if (graceMs !== undefined && graceMs !== Infinity) {
       const timer = setTimeout(kill, graceMs);

@@ -265,13 +265,15 @@ async function killNowCase(t, how, options = {}) {
   await waitFor(() => hasNonce(nonce, '-esc') && hasNonce(nonce, '-prov'), { what: 'provider and escaper to run' });
   const sent = how(h);
   const rel = await within(sent === true ? h.released : sent, EVENT_MS, 'released after the kill (a 60 s grace must not be waited for)');
-  assert.equal(h.signalCode, 'SIGKILL', "the driver's status is SIGKILL, as child_process's after kill()");
   assert.deepEqual(treeOf(nonce, h), [], 'no process of the tree may outlive released');
   const reasons = h.received.filter((e) => e.event === 'stopping').map((e) => e.reason);
   assert.ok(reasons.includes('kill-request'), `no stopping/kill-request: ${JSON.stringify(h.received)}`);
   // guardian released the tree (a guardian SIGKILLed by someone sends no `released`), then
   // ended as its provider did: by SIGKILL.
   assert.equal(await guardianExit(h), 'SIGKILL', 'guardian ended as its SIGKILLed provider did, after released');
+  await within(new Promise((r) => (h.signalCode !== null ? r() : h.once('exit', r))), EVENT_MS, "the handle's 'exit'");
+  assert.equal(h.signalCode, 'SIGKILL', "the driver's status is SIGKILL, as child_process's after kill()");
+  assert.equal(h.killed, true);
   assert.equal(rel.status, 137);
   return { h, rel, spawned };
 }
