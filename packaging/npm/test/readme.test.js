@@ -31,8 +31,8 @@ function runSnippet(code, name) {
   const file = fileURLToPath(new URL(`../support/.readme-${name}-${process.pid}.mjs`, import.meta.url));
   writeFileSync(file, code);
   return new Promise((resolve) => {
-    const cp = spawn(process.argv0 === 'bun' || typeof globalThis.Bun !== 'undefined' ? process.execPath : process.execPath, [file],
-      { stdio: ['ignore', 'pipe', 'pipe'] });
+    // the runtime running this test (node or bun) runs the example too
+    const cp = spawn(process.execPath, [file], { stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     cp.stdout.on('data', (d) => { out += d; });
     cp.stderr.on('data', (d) => { out += d; });
