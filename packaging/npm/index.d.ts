@@ -103,7 +103,7 @@ export interface SpawnedEvent extends EventBase {
 }
 export interface StoppingEvent extends EventBase {
   event: 'stopping';
-  /** 'kill-request': a further stop request ended the grace (guardian's kill-now rule; kill()). */
+  /** 'kill-request': the kill request (the driver's kill()) SIGKILLed the tree at once. */
   reason: 'signal' | 'timeout' | 'parent-died' | 'kill-request';
   /** 0 for 'kill-request' */
   grace_ms: number;

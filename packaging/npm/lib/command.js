@@ -12,18 +12,11 @@ import { LineSplitter, parseEventLine } from './events.js';
 import { resolveCommand, resolveGuardianPath } from './locate.js';
 import { debug, describeEvent } from './log.js';
 import { COMMAND_KEYS, checkOptions, optionArgs } from './options.js';
+import { deferred } from './process.js';
 import { DRIVER } from './spec.js';
 import { versionProblem } from './version.js';
 
 const POLL_MS = 20;
-
-function deferred() {
-  let resolve;
-  let reject;
-  const promise = new Promise((res, rej) => { resolve = res; reject = rej; });
-  promise.catch(() => {});
-  return { promise, resolve, reject, settled: false };
-}
 
 /** Follows one events file until `released`/`error`, or until guardian is gone without them. */
 class EventsFile {

@@ -15,7 +15,7 @@ import { versionProblem } from './version.js';
 function noop() {}
 
 /** A promise with its settlement at hand; never an unhandled rejection. */
-function deferred() {
+export function deferred() {
   let resolve;
   let reject;
   const promise = new Promise((res, rej) => {
