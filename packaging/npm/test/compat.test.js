@@ -119,6 +119,17 @@ for (const [name, spawn] of SPAWNS) {
     }
   });
 
+  test(`[${name}] shell: the command line runs through /bin/sh -c`, T, async () => {
+    const cp = spawn('echo "$0" hi && exit 4', [], { shell: true });
+    let out = '';
+    cp.stdout.on('data', (d) => { out += d; });
+    const r = await within(outcome(cp), 20000, 'close');
+    assert.deepEqual(r.exit, [4, null]);
+    assert.equal(out, '/bin/sh hi\n');
+    assert.equal(cp.spawnfile, '/bin/sh');
+    assert.deepEqual(cp.spawnargs, ['/bin/sh', '-c', 'echo "$0" hi && exit 4']);
+  });
+
   test(`[${name}] timeout: killSignal after that many ms`, T, async () => {
     const cp = spawn('sleep', ['30'], { stdio: 'ignore', timeout: 200, killSignal: 'SIGINT' });
     const r = await within(outcome(cp), 20000, 'close');
