@@ -253,7 +253,11 @@ export function spawnGuarded(command, args, options) {
   }
   const [file, argList] = withShell(command, args.map(String), options.shell);
   const argv = [...guardianArgs(options), '--', file, ...argList];
-  const env = { ...(options.env ?? process.env), [DRIVER.killRequest.variable]: DRIVER.killRequest.signal };
+  // guardian's environment: the caller's, and the kill request's variable. Over process.env it
+  // is an object whose prototype is process.env (child_process reads inherited keys too):
+  // copying process.env costs ~0.2 ms per spawn, which delayed the provider's first byte.
+  const env = options.env ? { ...options.env } : Object.create(process.env);
+  env[DRIVER.killRequest.variable] = DRIVER.killRequest.signal;
   const spawnOptions = { stdio: stdioFor(options.stdio), env };
   for (const key of ['cwd', 'detached', 'uid', 'gid']) if (options[key] !== undefined) spawnOptions[key] = options[key];
 

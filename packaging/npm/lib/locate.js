@@ -110,15 +110,22 @@ export function cwdProblem(cwd) {
 /** execvp's search path when PATH is unset (glibc's confstr(_CS_PATH)). */
 const DEFAULT_PATH = '/bin:/usr/bin';
 
-/** The error code execve would give for `file`: null when it can be run, else 'ENOENT' or 'EACCES'. */
+/** The error code execve would give for `file`: null when it can be run, else 'ENOENT' or 'EACCES'.
+ * No exception for a missing file (a PATH search meets many; a thrown one costs ~30 us). */
 function runnable(file) {
+  let st;
   try {
-    const st = statSync(file);
-    if (st.isDirectory()) return 'EACCES';
+    st = statSync(file, { throwIfNoEntry: false });
+  } catch (err) {
+    return err.code === 'EACCES' ? 'EACCES' : 'ENOENT'; // ENOTDIR, ELOOP, ...
+  }
+  if (st === undefined) return 'ENOENT';
+  if (st.isDirectory()) return 'EACCES';
+  try {
     accessSync(file, fsConstants.X_OK);
     return null;
-  } catch (err) {
-    return err.code === 'EACCES' || err.code === 'EPERM' ? 'EACCES' : 'ENOENT';
+  } catch {
+    return 'EACCES';
   }
 }
 
