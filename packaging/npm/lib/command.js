@@ -3,7 +3,7 @@
 //! file in a private directory (--events-file), which this module follows, so `spawned`, `exit`,
 //! `released` and the 'event' listeners are reachable here too. A command that cannot run is
 //! handed to the launcher as it is, so the launcher's own spawn fails with ENOENT/EACCES.
-import { closeSync, existsSync, mkdtempSync, openSync, readSync, rmSync } from 'node:fs';
+import { closeSync, existsSync, mkdtempSync, openSync, readSync, rmSync, watch } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -16,7 +16,11 @@ import { deferred } from './process.js';
 import { DRIVER } from './spec.js';
 import { versionProblem } from './version.js';
 
+/** How often the file is looked for until guardian creates it. */
 const POLL_MS = 20;
+/** Once it exists, inotify (fs.watch) wakes the reader; this slower poll only checks that
+ * guardian still runs (and covers a file system without inotify). */
+const ALIVE_MS = 250;
 
 /** Follows one events file until `released`/`error`, or until guardian is gone without them. */
 class EventsFile {
@@ -28,6 +32,8 @@ class EventsFile {
   splitter = new LineSplitter();
   fd = null;
   guardianPid = null;
+  watcher = null;
+  closed = false;
 
   constructor(dir, guardianPath) {
     this.dir = dir;
@@ -72,15 +78,26 @@ class EventsFile {
 
   /** Reads what guardian appended since the last call. */
   poll() {
+    if (this.closed) return;
     if (this.fd === null) {
       try { this.fd = openSync(this.path, 'r'); } catch { return; }
       // guardian runs: hold the host's event loop until its end is read (a host awaiting
       // `released` after the launcher closed must see it), but not for a guardian that never
       // names its pid within the ready wait.
-      this.timer?.ref?.();
       this.opened = Date.now();
+      clearInterval(this.timer);
+      this.timer = setInterval(() => this.poll(), ALIVE_MS);
+      try {
+        this.watcher = watch(this.path, () => this.poll());
+        this.watcher.on('error', () => {});
+      } catch {
+        this.watcher = null; // polled at ALIVE_MS only
+      }
     }
-    if (this.guardianPid === null && Date.now() - this.opened > DRIVER.readyWaitMs) this.timer?.unref?.();
+    if (this.guardianPid === null && Date.now() - this.opened > DRIVER.readyWaitMs) {
+      this.timer?.unref?.();
+      this.watcher?.unref?.();
+    }
     const buf = Buffer.allocUnsafe(65536);
     for (;;) {
       const n = readSync(this.fd, buf, 0, buf.length, null);
@@ -105,8 +122,11 @@ class EventsFile {
   }
 
   close() {
+    this.closed = true;
     if (this.timer) clearInterval(this.timer);
     this.timer = null;
+    this.watcher?.close();
+    this.watcher = null;
     if (this.fd !== null) closeSync(this.fd);
     this.fd = null;
     rmSync(this.dir, { recursive: true, force: true });
