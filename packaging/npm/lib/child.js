@@ -138,7 +138,7 @@ export class GuardedChildProcess extends EventEmitter {
     }
     const opts = arg === undefined || typeof arg === 'number' || typeof arg === 'string' ? { grace: arg } : arg;
     if (opts === null || typeof opts !== 'object') throw new TypeError('stop() takes a grace (ms or a duration) or {grace, signal}');
-    checkOptions(opts, ['grace', 'timeout', 'signal'], 'stop()');
+    checkOptions(opts, ['grace', 'timeout', 'signal'], 'stop()', false);
     const grace = opts.grace ?? opts.timeout;
     let ms;
     if (typeof grace === 'number') {

@@ -57,13 +57,13 @@ function distance(a, b) {
  * Throws a TypeError (code ERR_INVALID_ARG_VALUE) naming an unknown key of `options` and the
  * nearest known one: a typo (`graec`) must not silently mean "no grace".
  */
-export function checkOptions(options, own, where) {
+export function checkOptions(options, own, where, guardians = true) {
   if (options === null || typeof options !== 'object' || Array.isArray(options)) {
     const err = new TypeError(`${where}: options must be an object, got ${options === null ? 'null' : typeof options}`);
     err.code = 'ERR_INVALID_ARG_TYPE';
     throw err;
   }
-  const known = [...own, ...BY_KEY.keys()];
+  const known = guardians ? [...own, ...BY_KEY.keys()] : [...own];
   for (const key of Object.keys(options)) {
     if (known.includes(key)) continue;
     const near = known.map((k) => [distance(key.toLowerCase(), k.toLowerCase()), k]).sort((x, y) => x[0] - y[0])[0];

@@ -320,6 +320,7 @@ test('stop(grace) sends SIGTERM, then the kill request when the grace passes', T
   assert.throws(() => h.stop(-1), RangeError);
   assert.throws(() => h.stop('abc'), /invalid duration 'abc'/);
   assert.throws(() => h.stop({ graec: 1 }), /did you mean 'grace'/);
+  assert.throws(() => h.stop({ stopSignal: 'INT' }), /unknown option 'stopSignal'/, "guardian's options are spawn()'s, not stop()'s");
   assert.throws(() => h.stop({ signal: 'soon' }), TypeError);
   h.kill();
   await within(h.released, 20000, 'released');
