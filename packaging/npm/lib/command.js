@@ -22,6 +22,18 @@ const POLL_MS = 20;
  * guardian still runs (and covers a file system without inotify). */
 const ALIVE_MS = 250;
 
+/** Followers still open: their private directories go when the host exits (a command that
+ * was never launched, or a guardian still running, leaves no directory behind). */
+const following = new Set();
+let exitHook = false;
+function removeAtExit(follower) {
+  following.add(follower);
+  if (!exitHook) {
+    exitHook = true;
+    process.once('exit', () => { for (const f of following) rmSync(f.dir, { recursive: true, force: true }); });
+  }
+}
+
 /** Follows one events file until `released`/`error`, or until guardian is gone without them. */
 class EventsFile {
   events = [];
@@ -41,6 +53,7 @@ class EventsFile {
     this.guardianPath = guardianPath;
     this.timer = setInterval(() => this.poll(), POLL_MS);
     this.timer.unref?.();
+    removeAtExit(this);
   }
 
   settle(d, ok, v) {
@@ -123,6 +136,7 @@ class EventsFile {
 
   close() {
     this.closed = true;
+    following.delete(this);
     if (this.timer) clearInterval(this.timer);
     this.timer = null;
     this.watcher?.close();

@@ -460,3 +460,17 @@ test('NODE_DEBUG=treeguardian logs guardian\'s fallbacks and the driver\'s refus
   assert.match(on.stderr, /TREEGUARDIAN \d+: spawn no-such-command-for-the-log: ENOENT/);
   assert.doesNotMatch(run('').stderr, /TREEGUARDIAN/);
 });
+
+test("guardedCommand's private events directory goes when the host exits, launched or not", T, async () => {
+  const { spawnSync } = await import('node:child_process');
+  const { existsSync } = await import('node:fs');
+  const { dirname } = await import('node:path');
+  const script = `
+    import { guardedCommand } from ${JSON.stringify(new URL('../index.js', import.meta.url).href)};
+    const c = guardedCommand('sh', [], { guardianPath: '/nonexistent/g' });
+    console.log(c.args[c.args.indexOf('--events-file') + 1]);`;
+  const r = spawnSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8', timeout: 30000 });
+  const file = r.stdout.trim();
+  assert.match(file, /treeguardian-.*events\.jsonl$/, r.stderr);
+  assert.equal(existsSync(dirname(file)), false, `${dirname(file)} is left behind`);
+});
