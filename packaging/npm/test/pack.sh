@@ -104,5 +104,14 @@ if [ -n "$bun" ] && [ -x "$bun" ]; then
 else
   ko "bun is not available for the Bun run"
 fi
+# treeguardian-mcp from the installed tarball: its bin wraps a config with the guardian of the
+# platform package, by absolute path (no GUARDIAN_BIN, no guardian on PATH; python3 from /usr/bin).
+printf '{"mcpServers": {"s": {"command": "npx", "args": ["x"]}}}\n' >"$proj/.mcp.json"
+if out=$(cd "$proj" && env -u GUARDIAN_BIN PATH="$cleanpath" ./node_modules/.bin/treeguardian-mcp wrap .mcp.json 2>&1) &&
+   grep -qF "\"command\": \"$proj/node_modules/treeguardian-$dir/bin/guardian\"" "$proj/.mcp.json"; then
+  ok "treeguardian-mcp wrap (the installed bin) wrote the platform package's guardian"
+else
+  ko "treeguardian-mcp wrap (the installed bin):"; echo "$out" | sed 's/^/  /'; sed 's/^/  /' "$proj/.mcp.json"
+fi
 echo "pack: $pass passed, $fail failed"
 [ "$fail" = 0 ]

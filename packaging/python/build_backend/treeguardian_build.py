@@ -39,6 +39,8 @@ ARCHES: Dict[str, Tuple[int, List[str]]] = {
     "aarch64": (183, ["manylinux_2_17_aarch64", "manylinux2014_aarch64", "musllinux_1_1_aarch64"]),
 }
 EPOCH = (1980, 1, 1, 0, 0, 0)
+#: pyproject.toml's [project.scripts], for pip to make the console scripts from.
+ENTRY_POINTS = "[console_scripts]\ntreeguardian-mcp = treeguardian.mcp:main\n"
 
 
 def version() -> str:
@@ -112,6 +114,7 @@ def write_wheel(binary: Path, arch: str, out: Path) -> Path:
         f"Tag: py3-none-{t}\n" for t in tags
     )
     files.append((f"{dist_info}/METADATA", metadata().encode(), 0o644))
+    files.append((f"{dist_info}/entry_points.txt", ENTRY_POINTS.encode(), 0o644))
     files.append((f"{dist_info}/WHEEL", wheel_meta.encode(), 0o644))
     for lic in ("LICENSE",):
         src = HERE / lic if (HERE / lic).exists() else HERE.parent.parent / lic

@@ -178,3 +178,15 @@ class GuardedServer:
         self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException], tb: Optional[TracebackType]
     ) -> None:
         self.close()
+
+
+def main() -> None:
+    """``treeguardian-mcp`` and ``python -m treeguardian.mcp``: wrap, unwrap or check the stdio
+    MCP servers in a host's config files (see :mod:`treeguardian._mcp_wrap`)."""
+    from ._mcp_wrap import main as run
+
+    raise SystemExit(run())
+
+
+if __name__ == "__main__":
+    main()
