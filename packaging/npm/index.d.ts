@@ -1,4 +1,4 @@
-// Type declarations for treeguardian (hand-written; see index.js).
+// Type declarations for treeguardian (hand-written; see index.js; lib/spec.d.ts is generated).
 // The event interfaces follow the event table of docs/contract.md in the
 // guardian repository; test/contract.test.js checks them against it.
 import type { ChildProcess, IOType } from 'node:child_process';
@@ -26,8 +26,30 @@ export interface GuardedOptions<S extends StdioOption = StdioOption> {
   stopSignal?: string | number;
   /** --forward-to: where forwarded signals go. */
   forwardTo?: 'provider' | 'group';
-  /** --timeout: then a bounded stop; guardian exits 124. */
-  timeout?: Duration;
+  /** guardian's --timeout: then a bounded stop; guardian exits 124. (Node's `timeout` is Node's.) */
+  guardianTimeout?: Duration;
+  /** Node's: after this many ms, kill(killSignal) (default 'SIGTERM': the stop request). */
+  timeout?: number;
+  /** Node's: the signal of `timeout` and `signal` (default 'SIGTERM'). */
+  killSignal?: NodeJS.Signals | number;
+  /** Node's: when it aborts, kill(killSignal) and an AbortError 'error' event. */
+  signal?: AbortSignal;
+  /** Node's: run the command through /bin/sh -c (or the given shell). */
+  shell?: boolean | string;
+  detached?: boolean;
+  uid?: number;
+  gid?: number;
+  /** accepted and ignored (Linux) */
+  windowsHide?: boolean;
+  windowsVerbatimArguments?: boolean;
+  /** --no-sentinel */
+  noSentinel?: boolean;
+  /** --memory-max ('512M', bytes, 'max'); cgroup mode */
+  memoryMax?: string | number;
+  /** --pids-max; cgroup mode */
+  pidsMax?: string | number;
+  /** --cpu-max (0.5, 'max'); cgroup mode */
+  cpuMax?: string | number;
   /** --wait-descendants: after the provider exits, let descendants finish. */
   waitDescendants?: boolean;
   /** --cgroup: `true` or 'auto' for auto, or a parent cgroup path. */
@@ -83,7 +105,7 @@ export interface SpawnedEvent extends EventBase {
 }
 export interface StoppingEvent extends EventBase {
   event: 'stopping';
-  /** 'kill-request': a further stop request ended the grace (guardian's kill-now rule; kill()). */
+  /** 'kill-request': the kill request (the driver's kill()) SIGKILLed the tree at once. */
   reason: 'signal' | 'timeout' | 'parent-died' | 'kill-request';
   /** 0 for 'kill-request' */
   grace_ms: number;
@@ -180,7 +202,7 @@ export type GuardianEvent = KnownEvent | MalformedEvent;
 
 // --- errors -----------------------------------------------------------------
 
-export type GuardianErrorCode = 'GUARDIAN_NOT_FOUND' | 'BAD_CWD' | 'SPAWN_FAILED' | 'ERROR_EVENT' | 'NO_RELEASE';
+export type GuardianErrorCode = 'GUARDIAN_NOT_FOUND' | 'BAD_CWD' | 'SPAWN_FAILED' | 'ERROR_EVENT' | 'NO_RELEASE' | 'GUARDIAN_TOO_OLD';
 
 /** Rejection reason of spawned/exit/released (and the 'error' event) when guardian fails or ends without `released`. */
 export declare class GuardianError extends Error {
@@ -212,69 +234,56 @@ type PipedAt<S, I extends 0 | 1 | 2> =
 type StreamAt<S, I extends 0 | 1 | 2, T> = PipedAt<S, I> extends true ? T : null;
 
 export interface StopOptions {
-  /** Milliseconds to wait for `released` before ending the grace through kill(). */
-  timeout?: number;
-  /** When it aborts, the grace ends through kill(). The promise still resolves with `released`. */
+  /** Milliseconds (or a duration string) to wait for `released` before the kill request. */
+  grace?: Duration;
+  /** Alias of grace. */
+  timeout?: Duration;
+  /** When it aborts, the kill request. The promise still resolves with `released`. */
   signal?: AbortSignal;
 }
 
-export interface Guarded<S extends StdioOption = 'pipe'> extends EventEmitter, AsyncIterable<GuardianEvent> {
+/** The handle: a ChildProcess (same members, events and statuses) with guardian's surface beside it. */
+export interface Guarded<S extends StdioOption = 'pipe'> extends ChildProcess, AsyncIterable<GuardianEvent> {
   /** guardian's ChildProcess. */
   readonly child: ChildProcess;
   /** guardian's pid (undefined when it could not be started). Not the provider's: see providerPid. */
   readonly guardianPid: number | undefined;
   /** the provider's pid, from `spawned` (undefined before it). */
   readonly providerPid: number | undefined;
-  /** @deprecated guardian's pid: use guardianPid (or providerPid for the provider). */
-  readonly pid: number | undefined;
   /** the guardian binary that was run. */
   readonly guardianPath: string;
   readonly stdin: StreamAt<S, 0, Writable>;
   readonly stdout: StreamAt<S, 1, Readable>;
   readonly stderr: StreamAt<S, 2, Readable>;
-  /** Resolves with `spawned`; rejects with GuardianError on `error` or if guardian ends first. */
+  /** Resolves with `spawned`; rejects with GuardianError (or the ENOENT/EACCES spawn error). */
   readonly spawned: Promise<SpawnedEvent>;
-  /** Resolves with the provider's `exit`; rejects with GuardianError likewise. Settles before `released`. */
+  /** Resolves with the provider's `exit`; rejects likewise. Settles before `released`. */
   readonly exit: Promise<ExitEvent>;
-  /** Resolves with `released` (the tree is gone); rejects with GuardianError on `error` or if guardian ends without it. */
+  /** Resolves with `released` (the tree is gone) before 'exit' is emitted; rejects likewise. */
   readonly released: Promise<ReleasedEvent>;
   /** Every event line, from the first, until guardian closes the fd. Each call starts a new replay. */
   events(): AsyncIterableIterator<GuardianEvent>;
   /** Events received so far. */
   readonly received: GuardianEvent[];
   /**
-   * Stop the tree: SIGTERM to guardian (a stop request: the stop signal, the
-   * grace, then SIGKILL). With `timeout` or `signal`, the grace is ended
-   * through kill() when either fires first. Resolves like `released`.
+   * ChildProcess.kill, returning whether the signal was sent. kill() and kill('SIGKILL') are the
+   * kill request (the provider and its tree SIGKILLed now; signalCode 'SIGKILL'); 'SIGTERM' is
+   * the stop request; other signals go to guardian, which forwards them. 'SIGSTOP' throws.
    */
-  stop(options?: StopOptions): Promise<ReleasedEvent>;
+  kill(signal?: NodeJS.Signals | number): boolean;
   /**
-   * Legacy form: send `signal` to guardian (it forwards it, or treats SIGTERM
-   * and its stop signal as a stop request). 'SIGKILL'/9 is kill(): guardian
-   * itself is never sent SIGKILL. SIGSTOP throws a TypeError.
+   * Stop the tree: SIGTERM to guardian (the stop signal, guardian's grace, then SIGKILL). With
+   * a grace (ms or a duration) or {grace, signal}, the kill request follows when `released`
+   * is that late or the signal aborts. A signal name sends that signal (legacy form).
    */
-  stop(signal: NodeJS.Signals | number): Promise<ReleasedEvent>;
-  /**
-   * Kill the tree now, through guardian (its kill-now rule): SIGTERM, and
-   * SIGTERM again when guardian answers with a first stop; guardian then
-   * SIGKILLs the whole tree (cgroup.kill in cgroup mode) and releases.
-   * Resolves like `released`.
-   */
-  kill(): Promise<ReleasedEvent>;
-  /** Let the event loop exit while guardian runs (guardian then sees its parent die and stops the tree). */
-  unref(): this;
-  ref(): this;
+  stop(grace?: Duration | StopOptions): Promise<ReleasedEvent>;
+  stop(signal: NodeJS.Signals): Promise<ReleasedEvent>;
 
   /** Every event line as it arrives. */
-  on(name: 'event', listener: (event: GuardianEvent) => void): this;
-  /**
-   * A failure (the GuardianError `released` rejects with) or a stdio stream
-   * error (EPIPE after the provider is gone). Emitted only while listened to:
-   * without a listener nothing is thrown.
-   */
-  on(name: 'error', listener: (error: Error) => void): this;
-  once(name: 'event', listener: (event: GuardianEvent) => void): this;
-  once(name: 'error', listener: (error: Error) => void): this;
+  on(event: 'event', listener: (event: GuardianEvent) => void): this;
+  on(event: string, listener: (...args: any[]) => void): this;
+  once(event: 'event', listener: (event: GuardianEvent) => void): this;
+  once(event: string, listener: (...args: any[]) => void): this;
 }
 
 /** Start `command args...` under guardian with `--events-fd 3`. */
@@ -302,8 +311,35 @@ export declare const NOT_PASSED: Readonly<Record<string, string>>;
  * events fd: a command prefix for launchers that spawn it themselves, e.g.
  * `new StdioClientTransport({...guardedCommand('npx', ['-y', 'server'])})`.
  */
-export declare function guardedCommand(command: string, args?: readonly string[], options?: GuardedOptions):
-  { command: string; args: string[] };
+export declare function guardedCommand(command: string, args?: readonly string[], options?: CommandOptions): GuardedCommand<{}>;
+export declare function guardedCommand<P extends { command: string; args?: string[] }>(params: P, args?: readonly string[], options?: CommandOptions):
+  GuardedCommand<Omit<P, 'command' | 'args'>>;
+/** guardedCommand's options: guardian's, and where the events go. */
+export type CommandOptions = Omit<GuardedOptions, 'stdio' | 'timeout' | 'killSignal' | 'signal' | 'shell' | 'detached' | 'uid' | 'gid' | 'windowsHide' | 'windowsVerbatimArguments'>
+  & { eventsFile?: string };
+/** What guardedCommand returns: the launcher's parameters, with guardian's events beside them. */
+export type GuardedCommand<P> = P & {
+  command: string;
+  args: string[];
+  readonly spawned: Promise<SpawnedEvent>;
+  readonly exit: Promise<ExitEvent>;
+  readonly released: Promise<ReleasedEvent>;
+  readonly received: GuardianEvent[];
+  on(event: 'event', listener: (event: GuardianEvent) => void): GuardedCommand<P>;
+  off(event: 'event', listener: (event: GuardianEvent) => void): GuardedCommand<P>;
+};
+/** child_process.spawn's drop-in. */
+export declare const spawn: typeof spawnGuarded;
+/** The ChildProcess-compatible handle class. */
+export declare const GuardedChildProcess: new (...args: never[]) => Guarded;
+/** Node's AbortError, as the `signal` option emits it. */
+export declare class AbortError extends Error { code: 'ABORT_ERR'; }
+/** guardian's duration rule: nanoseconds, or guardian's message as a TypeError/RangeError. */
+export declare function parseDuration(text: string): bigint;
+/** execvp's resolution: {file, code: null | 'ENOENT' | 'EACCES'}. */
+export declare function resolveCommand(command: string, pathVar?: string, cwd?: string | URL): { file: string; code: null | 'ENOENT' | 'EACCES' };
+export declare function compareVersions(a: string, b: string): -1 | 0 | 1;
+export { DRIVER, EVENTS, GUARDIAN_OPTIONS } from './lib/spec.js';
 
 /** Which rule found the binary: 'options.guardianPath', '$GUARDIAN_BIN', the platform package's name, or 'PATH'. */
 export type GuardianSource = 'options.guardianPath' | '$GUARDIAN_BIN' | 'PATH' | (string & {});

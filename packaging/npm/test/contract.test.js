@@ -80,3 +80,23 @@ test('index.d.ts declares every event and field of docs/contract.md', { skip }, 
   }
   assert.deepEqual(problems, []);
 });
+
+test('index.d.ts declares every event and field of spec/events.json (through the generated lib/spec.js)', async () => {
+  const { EVENTS } = await import('../lib/spec.js');
+  const dts = readFileSync(dtsPath, 'utf8');
+  const problems = [];
+  for (const [name, { fields }] of Object.entries(EVENTS)) {
+    const body = interfaceFor(dts, name);
+    if (body === null) {
+      problems.push(`no interface with event: '${name}'`);
+      continue;
+    }
+    for (const f of fields) {
+      const decl = body.match(new RegExp(`\\n\\s*${f.name}(\\??): ([^;]*);`));
+      if (!decl) problems.push(`${name}.${f.name} is not declared`);
+      else if (f.presence === 'nullable' && !/\bnull\b/.test(decl[2])) problems.push(`${name}.${f.name} is nullable in the spec`);
+      else if (f.presence === 'optional' && decl[1] !== '?') problems.push(`${name}.${f.name} is optional in the spec`);
+    }
+  }
+  assert.deepEqual(problems, []);
+});

@@ -5,6 +5,7 @@
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, readFileSync, rmdirSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
 import { spawnGuarded, GuardianError, monotonicNow } from '../index.js';
 import {
   guardianBin, skipNoGuardian, runtime, Tracker, procsWith, isAlive, waitFor, waitGone,
@@ -15,6 +16,18 @@ const tracker = new Tracker();
 after(() => tracker.cleanup());
 
 const T = { timeout: 90000, skip: skipNoGuardian };
+// The kill request (GUARDIAN_KILL_SIGNAL, guardian 0.2.0): against a guardian without it, the
+// kill tests run as todo (reported, not counted) and name why.
+const helpText = guardianBinHelp();
+const KILL = helpText.includes('kill-signal') ? T
+  : { ...T, todo: "this guardian lacks the kill request (--kill-signal, the stop helper's change)" };
+function guardianBinHelp() {
+  try {
+    return execFileSync(process.env.GUARDIAN_BIN, ['--help'], { encoding: 'utf8' });
+  } catch (err) {
+    return String(err.stdout ?? '');
+  }
+}
 const EVENT_MS = 20000;
 
 function guarded(command, args, options = {}) {
@@ -166,7 +179,7 @@ test(`[${runtime}] concurrent trees are isolated: stopping one leaves the other 
 test(`[${runtime}] timeout stops the tree and guardian exits 124`, T, async () => {
   const nonce = tracker.nonce();
   const { command, args } = escapingProvider(nonce, { providerExits: false });
-  const h = guarded(command, args, { timeout: 500, grace: '1s' });
+  const h = guarded(command, args, { guardianTimeout: 500, grace: '1s' });
   const rel = await within(h.released, EVENT_MS, 'released after the timeout');
   assert.deepEqual(treeOf(nonce, h), [], 'no process of the tree may outlive released');
   assert.equal(rel.status, 124);
@@ -175,17 +188,16 @@ test(`[${runtime}] timeout stops the tree and guardian exits 124`, T, async () =
   assert.equal(stopping?.reason, 'timeout', JSON.stringify(h.received));
 });
 
-test(`[${runtime}] a provider that does not exist: released rejects with status 127`, T, async () => {
+test(`[${runtime}] a provider that does not exist: ENOENT at spawn, as child_process gives it; nothing started`, T, async () => {
   const nonce = tracker.nonce();
   const h = guarded(`/nonexistent/${nonce}`, []);
-  await assert.rejects(within(h.released, EVENT_MS, 'released rejection'), (e) => {
-    assert.ok(e instanceof GuardianError, String(e));
-    assert.equal(e.status, 127);
-    return true;
-  });
-  await assert.rejects(h.spawned, GuardianError);
-  assert.equal(await guardianExit(h), 127);
-  assert.equal(h.received.at(-1)?.event, 'error', JSON.stringify(h.received));
+  const err = await within(new Promise((r) => h.once('error', r)), EVENT_MS, "the 'error' event");
+  assert.equal(err.code, 'ENOENT');
+  assert.equal(err.syscall, `spawn /nonexistent/${nonce}`);
+  assert.equal(h.pid, undefined, 'guardian was not started');
+  await assert.rejects(h.released, (e) => e === err);
+  await assert.rejects(h.spawned, (e) => e === err);
+  assert.deepEqual(procsWith(nonce), []);
 });
 
 test(`[${runtime}] SIGKILL of the driver process: the tree goes`, T, async () => {
@@ -246,34 +258,39 @@ async function killNowCase(t, how, options = {}) {
   const h = guarded(command, args, { grace: '60s', ...options });
   const spawned = await within(h.spawned, EVENT_MS, 'spawned');
   if (options.cgroup && spawned.mode !== 'cgroup') {
-    await within(h.kill(), 90000, 'released');
+    h.kill();
+    await within(h.released, 90000, 'released');
     return { skipped: `cgroup mode is not available here (mode ${spawned.mode})` };
   }
   await waitFor(() => hasNonce(nonce, '-esc') && hasNonce(nonce, '-prov'), { what: 'provider and escaper to run' });
-  const rel = await within(how(h), EVENT_MS, 'released after the kill (a 60 s grace must not be waited for)');
+  const sent = how(h);
+  const rel = await within(sent === true ? h.released : sent, EVENT_MS, 'released after the kill (a 60 s grace must not be waited for)');
   assert.deepEqual(treeOf(nonce, h), [], 'no process of the tree may outlive released');
   const reasons = h.received.filter((e) => e.event === 'stopping').map((e) => e.reason);
   assert.ok(reasons.includes('kill-request'), `no stopping/kill-request: ${JSON.stringify(h.received)}`);
   // guardian released the tree (a guardian SIGKILLed by someone sends no `released`), then
   // ended as its provider did: by SIGKILL.
   assert.equal(await guardianExit(h), 'SIGKILL', 'guardian ended as its SIGKILLed provider did, after released');
+  await within(new Promise((r) => (h.signalCode !== null ? r() : h.once('exit', r))), EVENT_MS, "the handle's 'exit'");
+  assert.equal(h.signalCode, 'SIGKILL', "the driver's status is SIGKILL, as child_process's after kill()");
+  assert.equal(h.killed, true);
   assert.equal(rel.status, 137);
   return { h, rel, spawned };
 }
 
-test(`[${runtime}] kill() kills a SIGTERM-ignoring tree now, through guardian (needs the kill-now rule)`, T, async (t) => {
+test(`[${runtime}] kill() kills a SIGTERM-ignoring tree now, through guardian (needs the kill request)`, KILL, async (t) => {
   await killNowCase(t, (h) => h.kill());
 });
 
-test(`[${runtime}] stop('SIGKILL') never SIGKILLs guardian: the tree goes (needs the kill-now rule)`, T, async (t) => {
+test(`[${runtime}] stop('SIGKILL') never SIGKILLs guardian: the tree goes (needs the kill request)`, KILL, async (t) => {
   await killNowCase(t, (h) => h.stop('SIGKILL'));
 });
 
-test(`[${runtime}] stop({timeout}) ends a long grace when the timeout passes (needs the kill-now rule)`, T, async (t) => {
+test(`[${runtime}] stop({timeout}) ends a long grace when the timeout passes (needs the kill request)`, KILL, async (t) => {
   await killNowCase(t, (h) => h.stop({ timeout: 500 }));
 });
 
-test(`[${runtime}] cgroup: true, kill(): the leaf is emptied and removed (needs the kill-now rule)`, T, async (t) => {
+test(`[${runtime}] cgroup: true, kill(): the leaf is emptied and removed (needs the kill request)`, KILL, async (t) => {
   const r = await killNowCase(t, (h) => h.kill(), { cgroup: true });
   if (r.skipped) {
     t.diagnostic?.(r.skipped);
@@ -287,7 +304,7 @@ test(`[${runtime}] cgroup: true, kill(): the leaf is emptied and removed (needs 
 
 // --- the host never crashes -------------------------------------------------
 
-test(`[${runtime}] a mistyped command: writes to stdin never crash the host, released rejects 127`, T, async () => {
+test(`[${runtime}] a mistyped command: ENOENT at spawn, writes to stdin never crash the host`, T, async () => {
   const nonce = tracker.nonce();
   const h = guarded(`no-such-command-${nonce}`, [], { stdio: ['pipe', 'pipe', 'ignore'] });
   const errors = [];
@@ -297,23 +314,18 @@ test(`[${runtime}] a mistyped command: writes to stdin never crash the host, rel
   const writes = [];
   const pump = setInterval(() => writes.push(new Promise((r) => h.stdin.write(line, r))), 1);
   try {
-    await assert.rejects(within(h.released, EVENT_MS, 'released rejection'), (e) => {
-      assert.ok(e instanceof GuardianError, String(e));
-      assert.equal(e.status, 127);
-      assert.match(e.message, /not found/);
-      return true;
-    });
-    assert.equal(await guardianExit(h), 127);
+    await assert.rejects(within(h.released, EVENT_MS, 'released rejection'), (e) => e.code === 'ENOENT');
   } finally {
     clearInterval(pump);
   }
   await within(Promise.all(writes), EVENT_MS, 'every write callback');
-  assert.ok(errors.some((e) => e instanceof GuardianError && e.status === 127), "the failure was an 'error' event");
+  assert.ok(errors.some((e) => e.code === 'ENOENT' && e.syscall === `spawn no-such-command-${nonce}`), "ENOENT was an 'error' event");
 });
 
 test(`[${runtime}] a cwd that does not exist is named, guardian is not blamed`, T, async () => {
   const dir = `/nonexistent/${tracker.nonce()}`;
   const h = guarded('true', [], { cwd: dir });
+  h.on('error', () => {});
   await assert.rejects(within(h.released, EVENT_MS, 'released rejection'), (e) => {
     assert.ok(e.message.includes(dir), e.message);
     assert.ok(!/spawn .*guardian ENOENT/.test(e.message), e.message);
@@ -350,7 +362,8 @@ test(`[${runtime}] cgroup: true, guardian killed from outside: the driver kills 
   const h = guarded(command, args, { grace: '60s', cgroup: true });
   const spawned = await within(h.spawned, EVENT_MS, 'spawned');
   if (spawned.mode !== 'cgroup') {
-    await within(h.kill(), 90000, 'released');
+    h.kill();
+    await within(h.released, 90000, 'released');
     t.diagnostic?.(`cgroup mode is not available here (mode ${spawned.mode})`);
     return;
   }

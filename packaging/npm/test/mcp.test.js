@@ -37,10 +37,10 @@ async function connectAndClose(mode) {
   const { Client, StdioClientTransport } = await sdk();
   const nonce = tracker.nonce();
   // No grace option: guardian's default (1 s) is what must hold.
-  const transport = new StdioClientTransport({
-    ...guardedCommand(process.execPath, [serverScript, mode, nonce], { guardianPath: guardianBin }),
-    stderr: 'inherit',
-  });
+  // The drop-in form: a host's own parameters object, wrapped (a one-line change).
+  const params = guardedCommand({ command: process.execPath, args: [serverScript, mode, nonce], stderr: 'inherit' }, [],
+    { guardianPath: guardianBin });
+  const transport = new StdioClientTransport(params);
   const client = new Client({ name: 'guardian-driver-test', version: '1.0.0' });
   await within(client.connect(transport), 30000, 'connect');
   const guardian = transport._process; // the SDK's ChildProcess of guardian
@@ -57,6 +57,10 @@ async function connectAndClose(mode) {
   // server makes it die of SIGKILL (after releasing the tree), so the status is a code or
   // a signal name.
   assert.ok(guardian.exitCode !== null || guardian.signalCode !== null, 'guardian had not exited when close() returned');
+  // released is reachable after close(), through the events guardedCommand follows
+  const released = await within(params.released, 20000, 'released of guardedCommand');
+  assert.equal(typeof released.teardown_ms, 'number');
+  assert.ok(params.received.some((e) => e.event === 'spawned'), JSON.stringify(params.received));
   return guardian.exitCode ?? guardian.signalCode;
 }
 
@@ -71,7 +75,7 @@ for (const mode of ['cooperative', 'stubborn']) {
   });
 }
 
-test(`[${runtime}] MCP SDK with a mistyped server command: connect() rejects, the host lives`, T, async () => {
+test(`[${runtime}] MCP SDK with a mistyped server command: connect() rejects with ENOENT, as without guardian`, T, async () => {
   const { Client, StdioClientTransport } = await sdk();
   const nonce = tracker.nonce();
   const transport = new StdioClientTransport({
@@ -82,7 +86,7 @@ test(`[${runtime}] MCP SDK with a mistyped server command: connect() rejects, th
   transport.onerror = (e) => errors.push(e);
   const client = new Client({ name: 'guardian-driver-test', version: '1.0.0' });
   client.onerror = () => {};
-  await assert.rejects(within(client.connect(transport), 30000, 'connect to fail'));
+  await assert.rejects(within(client.connect(transport), 30000, 'connect to fail'), (e) => e.code === 'ENOENT');
   await client.close().catch(() => {});
   assert.deepEqual(procsWith(nonce), []);
 });

@@ -50,6 +50,30 @@ for t in "$tmp"/*.tgz; do
   tar -tzf "$t" | grep -q '^package/package.json$' || ko "$t has no package.json"
 done
 tar -tzf "$tmp/treeguardian-$dir-"*.tgz | grep -qx 'package/bin/guardian' || ko "the $dir tarball has no bin/guardian"
+for f in index.js index.d.ts lib/child.js lib/spec.js lib/spec.d.ts scripts/check-install.cjs README.md; do
+  tar -tzf "$tmp"/treeguardian-0*.tgz | grep -qx "package/$f" || ko "the treeguardian tarball has no $f (package.json files)"
+done
+
+# The install check (scripts/check-install.cjs): treeguardian without this platform's package
+# fails at npm install, naming the package to add; GUARDIAN_BIN is the escape hatch.
+alone=$tmp/alone
+mkdir -p "$alone"
+printf '{ "name": "guardian-pack-alone", "private": true }\n' >"$alone/package.json"
+if (cd "$alone" && env -u GUARDIAN_BIN PATH="$cleanpath" npm install --offline --cache "$tmp/cache-alone" \
+      --no-audit --no-fund "$tmp"/treeguardian-0*.tgz >"$tmp/alone.log" 2>&1); then
+  ko "npm install of treeguardian without treeguardian-$dir succeeded; it must fail at install time"
+elif grep -q "npm install treeguardian-$dir@" "$tmp/alone.log"; then
+  ok "npm install without treeguardian-$dir fails and names it"
+else
+  ko "npm install without treeguardian-$dir failed without naming it:"; sed 's/^/  /' "$tmp/alone.log"
+fi
+rm -rf "$alone/node_modules" "$alone/package-lock.json"
+if (cd "$alone" && env GUARDIAN_BIN="$npmdir/platforms/$dir/bin/guardian" PATH="$cleanpath" npm install --offline \
+      --cache "$tmp/cache-alone" --no-audit --no-fund "$tmp"/treeguardian-0*.tgz >"$tmp/alone2.log" 2>&1); then
+  ok "npm install without treeguardian-$dir passes with GUARDIAN_BIN set"
+else
+  ko "npm install with GUARDIAN_BIN set failed:"; sed 's/^/  /' "$tmp/alone2.log"
+fi
 
 proj=$tmp/project
 mkdir -p "$proj"

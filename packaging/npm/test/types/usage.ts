@@ -41,7 +41,12 @@ export async function defaults(): Promise<number> {
   g.on('event', (ev: GuardianEvent) => { if (ev.event === 'spawned') void ev.mode; });
   g.on('error', (err) => { if (err instanceof GuardianError) void err.code; });
   const rel: ReleasedEvent = await g.stop({ timeout: 5000, signal: AbortSignal.timeout(10000) });
-  await g.kill();
+  const sent: boolean = g.kill();
+  void sent;
+  // @ts-expect-error a typo is not an option
+  spawnGuarded('x', [], { graec: '1s' });
+  const asChild: import('node:child_process').ChildProcess = g;
+  void asChild;
   await g.stop('SIGINT');
   return rel.status + pids.length;
 }
@@ -78,4 +83,27 @@ export async function mcp(): Promise<void> {
   await client.connect(transport);
   await client.listTools();
   await client.close();
+}
+
+// The one-line change (README): the host's own parameters object, wrapped.
+export async function mcpDropIn(): Promise<number> {
+  const server = guardedCommand({ command: 'npx', args: ['-y', '@modelcontextprotocol/server-everything'], stderr: 'inherit' as const });
+  const transport = new StdioClientTransport(server);
+  const client = new Client({ name: 'host', version: '1.0.0' });
+  await client.connect(transport);
+  await client.close();
+  const released: ReleasedEvent = await server.released;
+  // @ts-expect-error a typo is not an option of guardedCommand either
+  guardedCommand('x', [], { graec: 1 });
+  return released.teardown_ms;
+}
+
+// Node's own options, as Node means them; guardian's timeout has its own name.
+export function nodeOptions(): boolean {
+  const ac = new AbortController();
+  const c = spawnGuarded('sleep', ['1'], { timeout: 100, killSignal: 'SIGINT', signal: ac.signal, guardianTimeout: '5s' });
+  c.on('exit', (code: number | null, signal: NodeJS.Signals | null) => { void code; void signal; });
+  const status: [number | null, NodeJS.Signals | null, boolean] = [c.exitCode, c.signalCode, c.killed];
+  void status;
+  return c.kill('SIGTERM');
 }
