@@ -203,7 +203,9 @@ fn typescript() -> Described {
     let mut out = Described::new();
     for block in dts.split("export interface ").skip(1) {
         let body = &block[..block.find("\n}").unwrap_or(block.len())];
-        let Some(name) = body.split("event: '").nth(1).and_then(|r| r.split('\'').next()) else { continue };
+        // The member line `event: 'name';` (not a method's `on(event: 'event', ...)`).
+        let member = body.lines().map(str::trim).find_map(|l| l.strip_prefix("event: '"));
+        let Some(name) = member.and_then(|r| r.split('\'').next()) else { continue };
         if name == "malformed" {
             continue; // the driver's own, not guardian's
         }
