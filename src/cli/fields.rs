@@ -75,10 +75,6 @@ macro_rules! fields {
             $(pub const $d_field: $d_ty = $d_def;)*
         }
 
-        /// The options that have a row, for the tests.
-        #[cfg(test)]
-        pub const BOUND: &[Opt] = &[$(Opt::$d_opt,)* $(Opt::$o_opt,)*];
-
         /// The options whose row gives a default, for the tests.
         #[cfg(test)]
         pub const DEFAULTED: &[Opt] = &[$(Opt::$d_opt,)*];
@@ -156,7 +152,7 @@ mod tests {
 
     use treeguardian_spec::options::{Commands, Kind, Opt};
 
-    use super::{BOUND, Choice, DEFAULTED, Given, Sub, Target};
+    use super::{Choice, DEFAULTED, Given, Sub, Target};
     use crate::cli::values::parse_value;
 
     /// `fields.rs` gives every option of the table a field: a value of the option's kind changes
