@@ -22,7 +22,8 @@ pub(super) struct Exec<'t> {
     pub proc: &'t mut Option<Proc>,
     /// pidfds may be opened and signalled through (false once refused).
     pub use_pidfd: &'t mut bool,
-    pub leaf: &'t mut Option<Leaf>,
+    /// The provider's leaf cgroup, lent by the supervisor (its owner) for the round.
+    pub leaf: Option<&'t mut Leaf>,
     pub stats: &'t mut Stats,
     pub events: &'t mut Events,
     /// Why the round runs, for the events.
@@ -86,7 +87,7 @@ impl Facts for Exec<'_> {
     }
 
     fn leaf_members(&mut self) -> Option<Vec<i32>> {
-        self.leaf.as_ref().map(Leaf::members)
+        self.leaf.as_deref().map(Leaf::members)
     }
 
     fn one_by_one(&self) -> bool {
@@ -121,7 +122,7 @@ impl Hands for Exec<'_> {
     }
 
     fn kill_leaf(&mut self, first: bool) -> Option<Vec<i32>> {
-        let leaf = self.leaf.as_mut()?;
+        let leaf = self.leaf.as_deref_mut()?;
         let members = leaf.members();
         match leaf.kill(self.proc.as_mut()) {
             Ok(Killed::KillFile) => {
@@ -200,7 +201,7 @@ impl Hands for Exec<'_> {
             (Some(pids), _) => crate::log::debug!("sent {sig} to {} descendants ({})", pids.len(), self.reason),
         }
         let cgroup = match report.target {
-            Target::Cgroup => self.leaf.as_ref().map(Leaf::path_text),
+            Target::Cgroup => self.leaf.as_deref().map(Leaf::path_text),
             _ => None,
         };
         self.events.emit(Event::Signal(Signal {
@@ -275,7 +276,7 @@ impl Exec<'_> {
             return None;
         }
         let fd = sys::pidfd_open(seen.pid).ok()?;
-        let (proc, leaf) = (self.proc.as_mut()?, self.leaf.as_ref()?);
+        let (proc, leaf) = (self.proc.as_mut()?, self.leaf.as_deref()?);
         let same = proc.stat(seen.pid).is_some_and(|now| now.starttime == seen.starttime)
             && proc.cgroup(seen.pid).is_some_and(|t| leaf.contains(&t))
             && proc.pidfd_pid(&fd) == Some(seen.pid);

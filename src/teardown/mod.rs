@@ -76,20 +76,12 @@ pub struct Tree {
     /// pidfds may be opened and signalled through (false once refused).
     use_pidfd: bool,
     pub stats: Stats,
-    /// The provider's leaf cgroup (cgroup mode).
-    pub leaf: Option<Leaf>,
 }
 
 impl Tree {
     /// `proc` is used in scan mode, and in broadcast mode when it is the namespace's own.
     /// `pidfds`: the start-up probe found `pidfd_send_signal` usable.
-    pub fn new(
-        discovery: Discovery,
-        proc: Option<Proc>,
-        leaf: Option<Leaf>,
-        stop_signal: StopSignal,
-        pidfds: bool,
-    ) -> Tree {
+    pub fn new(discovery: Discovery, proc: Option<Proc>, stop_signal: StopSignal, pidfds: bool) -> Tree {
         let (proc, mode) = match discovery {
             Discovery::Scan => (proc, Mode::Scan { finder: Finder::Undecided }),
             Discovery::Broadcast => {
@@ -100,16 +92,22 @@ impl Tree {
             Discovery::Blind => (None, Mode::Blind),
         };
         let rounds = Rounds::new(std::process::id() as i32, stop_signal.get(), mode);
-        Tree { discovery, rounds, proc, use_pidfd: pidfds, stats: Stats::default(), leaf }
+        Tree { discovery, rounds, proc, use_pidfd: pidfds, stats: Stats::default() }
     }
 
-    /// The planner's state, and the executor for one round (why it runs: `reason`).
-    fn parts<'t>(&'t mut self, reason: &'t str, events: &'t mut Events) -> (&'t mut Rounds, Exec<'t>) {
+    /// The planner's state, and the executor for one round (why it runs: `reason`; the leaf,
+    /// lent by its owner, the supervisor).
+    fn parts<'t>(
+        &'t mut self,
+        reason: &'t str,
+        leaf: Option<&'t mut Leaf>,
+        events: &'t mut Events,
+    ) -> (&'t mut Rounds, Exec<'t>) {
         let exec = Exec {
             me: self.rounds.me,
             proc: &mut self.proc,
             use_pidfd: &mut self.use_pidfd,
-            leaf: &mut self.leaf,
+            leaf,
             stats: &mut self.stats,
             events,
             reason,
@@ -129,14 +127,15 @@ impl Tree {
     }
 
     /// Whether the round that just signalled `sent` processes must be followed by another at
-    /// once ([`Mode::chase`]).
-    pub fn chase(&self, sent: usize) -> bool {
-        self.rounds.mode.chase(sent, self.leaf.is_some())
+    /// once ([`Mode::chase`]); `has_leaf`: the provider has a leaf cgroup.
+    pub fn chase(&self, sent: usize, has_leaf: bool) -> bool {
+        self.rounds.mode.chase(sent, has_leaf)
     }
 
     /// One round: sends the phase's signal to every descendant that has not had it yet.
     /// `provider` is skipped while it is unreaped (it has its own handle); `scan` says whether
-    /// to look through /proc (with a leaf, only for descendants that left it). Returns how
+    /// to look through /proc (with a leaf, only for descendants that left it). `leaf`: the
+    /// provider's leaf cgroup, lent for the round by its owner (the supervisor). Returns how
     /// many processes were signalled.
     pub fn round(
         &mut self,
@@ -144,12 +143,13 @@ impl Tree {
         provider: Option<i32>,
         reason: &str,
         scan: bool,
+        leaf: Option<&mut Leaf>,
         events: &mut Events,
     ) -> usize {
         let ask = Ask { phase, provider, group: None, now: sys::monotonic() };
-        let leaf = self.leaf.as_ref().is_some_and(|l| !l.is_removed());
-        let (rounds, mut exec) = self.parts(reason, events);
-        plan::round(rounds, &ask, leaf, scan, &mut exec)
+        let in_leaf = leaf.as_ref().is_some_and(|l| !l.is_removed());
+        let (rounds, mut exec) = self.parts(reason, leaf, events);
+        plan::round(rounds, &ask, in_leaf, scan, &mut exec)
     }
 
     /// Whether the next stop round reaches the unreaped provider too, so the caller must not
@@ -176,12 +176,12 @@ impl Tree {
     /// every descendant in process group `pgid` but the provider (which the caller signals),
     /// each verified and recorded like a round's, so the rounds that follow the provider's exit
     /// do not repeat it: each process hears the stop signal once per teardown.
-    pub fn stop_group(&mut self, pgid: i32, provider: i32, events: &mut Events) -> usize {
+    pub fn stop_group(&mut self, pgid: i32, provider: i32, leaf: Option<&mut Leaf>, events: &mut Events) -> usize {
         if !self.can_stop_group() {
             return 0;
         }
         let ask = Ask { phase: Phase::Stop, provider: Some(provider), group: Some(pgid), now: sys::monotonic() };
-        let (rounds, mut exec) = self.parts("forwarded", events);
+        let (rounds, mut exec) = self.parts("forwarded", leaf, events);
         plan::round(rounds, &ask, false, true, &mut exec)
     }
 

@@ -9,7 +9,7 @@ const NOBODY: i32 = 1 << 30;
 fn tree(discovery: Discovery, proc: bool) -> Tree {
     let stop = StopSignal::parse("TERM").expect("TERM");
     let proc = proc.then(|| Proc::open().expect("/proc"));
-    let mut t = Tree::new(discovery, proc, None, stop, true);
+    let mut t = Tree::new(discovery, proc, stop, true);
     t.rounds.me = NOBODY;
     t
 }
@@ -33,12 +33,12 @@ fn every_round_and_every_group_stop_is_one_planner_call() {
         for phase in [Phase::Stop, Phase::Kill, Phase::Stop] {
             for scan in [true, false] {
                 let before = calls();
-                assert_eq!(t.round(phase, Some(NOBODY + 1), "stop", scan, &mut events), 0, "{name}");
+                assert_eq!(t.round(phase, Some(NOBODY + 1), "stop", scan, None, &mut events), 0, "{name}");
                 assert_eq!(calls() - before, 1, "{name}: one planner call per {phase:?} round");
             }
         }
         let before = calls();
-        t.stop_group(NOBODY + 2, NOBODY + 1, &mut events);
+        t.stop_group(NOBODY + 2, NOBODY + 1, None, &mut events);
         assert_eq!(calls() - before, usize::from(t.can_stop_group()), "{name}: a group stop is one call");
     }
 }
