@@ -22,13 +22,13 @@ use std::time::Duration;
 use rustix::event::{PollFd, PollFlags};
 
 use crate::cgroup::Leaf;
-use crate::events::{Event, Events, Signal, Usage};
+use crate::events::{Event, Events, Usage};
 use crate::exit::{Failure, Outcome};
 use crate::pidref::{self, PidRef};
 use crate::signals::{self, StopSignal};
 use crate::status::WaitStatus;
 use crate::sys::{self, JobChange, Reaped};
-use crate::teardown::{Phase as RoundPhase, Tree};
+use crate::teardown::{Done, Phase as RoundPhase, ToProvider, Tree};
 pub use parent::ParentWatch;
 pub use state::Target;
 use state::{Action, Config, Foreground, Happened, Received, State, StopReason, Terminal};
@@ -297,11 +297,10 @@ impl Supervisor {
                 self.signal_provider(libc::SIGKILL, Target::Provider, "kill", false);
             }
             Action::Round { kill, outside_leaf } => {
-                let sent = self.round(kill, outside_leaf);
-                // Only /proc scans count newcomers: a broadcast or cgroup.kill round reports
-                // every time and needs no chase. The round's own bookkeeping (next rescan)
-                // goes straight back to the state.
-                return Step::Then(Happened::RoundDone { chase: self.tree.chase(sent, self.leaf.is_some()) });
+                // The round decides whether it must be chased (`plan::round`); that goes
+                // straight back to the state, which keeps the next rescan.
+                let done = self.round(kill, outside_leaf);
+                return Step::Then(Happened::RoundDone { chase: done.chase });
             }
             Action::EmitStopping { reason, grace_ms } => {
                 crate::log::info!("{}: stop ({reason}), grace {grace_ms} ms", self.state.phase().name());
@@ -415,21 +414,8 @@ impl Supervisor {
             Target::Group => p.signal_group(s),
         };
         let res = if cont { pidref::and_cont(send, sig) } else { send(sig) };
-        if !self.tree.provider_signalled(self.provider.pid, sig, &res) {
-            return;
-        }
-        let target = match to {
-            Target::Provider => "provider",
-            Target::Group => "group",
-        };
-        self.events.emit(Event::Signal(Signal {
-            signal: signals::name(sig),
-            target,
-            pid: Some(self.provider.pid),
-            cgroup: None,
-            pids: None,
-            reason: reason.into(),
-        }));
+        let sent = ToProvider { pid: self.provider.pid, sig, to, reason };
+        self.tree.provider_signalled(sent, &res, &mut self.events);
     }
 
     /// Reaps until nothing is ready; reads the leaf's `cgroup.events` when it signalled or
@@ -531,8 +517,8 @@ impl Supervisor {
     }
 
     /// One signalling round over the descendants: the stop signal, or SIGKILL. The provider,
-    /// while unreaped, is left to its own handle. Returns how many processes it signalled.
-    fn round(&mut self, kill: bool, outside_leaf: bool) -> usize {
+    /// while unreaped, is left to its own handle. Returns what the round decided.
+    fn round(&mut self, kill: bool, outside_leaf: bool) -> Done {
         let (phase, reason) = if kill { (RoundPhase::Kill, "kill") } else { (RoundPhase::Stop, "stop") };
         let provider = (!self.state.provider_exited()).then_some(self.provider.pid);
         // With a leaf, `cgroup.procs` names the tree and /proc is scanned only for what the

@@ -3,7 +3,8 @@
 //! decided ([`Hands`]): opens and verifies a handle per descendant (pidfd_open, then its start
 //! time, its parent or its cgroup, and the pidfd's pid rechecked), sends, writes `cgroup.kill`,
 //! sends `kill(-1)`, names the processes it may not signal, and builds the `signal` event (in
-//! [`Exec::report`], the one place teardown builds it). It decides nothing about whom to signal.
+//! [`Exec::report`] for the rounds and [`provider_signal`] for a signal the supervisor sent the
+//! provider: the one module that builds it). It decides nothing about whom to signal.
 
 use std::collections::HashSet;
 
@@ -204,15 +205,34 @@ impl Hands for Exec<'_> {
             Target::Cgroup => self.leaf.as_deref().map(Leaf::path_text),
             _ => None,
         };
-        self.events.emit(Event::Signal(Signal {
+        let signal = Signal {
             signal: sig,
             target: report.target.name(),
             pid: None,
             cgroup,
             pids: report.pids,
             reason: self.reason.into(),
-        }));
+        };
+        self.events.emit(Event::Signal(signal));
     }
+}
+
+/// The `signal` event for a signal guardian sent the provider (`to`: it alone, or its group)
+/// apart from the rounds. With [`Exec::report`], the only places the event is built, both here.
+pub(super) fn provider_signal(sent: super::ToProvider) -> Event {
+    let super::ToProvider { pid, sig, to, reason } = sent;
+    let target = match to {
+        signals::Target::Provider => "provider",
+        signals::Target::Group => "group",
+    };
+    Event::Signal(Signal {
+        signal: signals::name(sig),
+        target,
+        pid: Some(pid),
+        cgroup: None,
+        pids: None,
+        reason: reason.into(),
+    })
 }
 
 impl Exec<'_> {

@@ -27,8 +27,8 @@ mod exec;
 mod plan;
 
 use exec::Exec;
-pub use plan::Phase;
 use plan::{Ask, Finder, Mode, Rounds};
+pub use plan::{Done, Phase};
 
 /// How guardian finds its descendants.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -64,6 +64,18 @@ pub struct Stats {
     pub reaped: u64,
     /// Descendants guardian may not signal (EPERM), by pid.
     pub unkillable: Vec<i32>,
+}
+
+/// A signal the supervisor sent the provider apart from the rounds, for
+/// [`Tree::provider_signalled`] to account for and report.
+#[derive(Clone, Copy, Debug)]
+pub struct ToProvider<'r> {
+    pub pid: i32,
+    pub sig: i32,
+    /// The provider alone, or its process group.
+    pub to: crate::signals::Target,
+    /// Why it was sent (the event's `reason`).
+    pub reason: &'r str,
 }
 
 /// The rounds' owner: the planner's memory ([`Rounds`]) and what the executor ([`Exec`]) acts
@@ -126,17 +138,11 @@ impl Tree {
         self.rounds.reaped(pid);
     }
 
-    /// Whether the round that just signalled `sent` processes must be followed by another at
-    /// once ([`Mode::chase`]); `has_leaf`: the provider has a leaf cgroup.
-    pub fn chase(&self, sent: usize, has_leaf: bool) -> bool {
-        self.rounds.mode.chase(sent, has_leaf)
-    }
-
     /// One round: sends the phase's signal to every descendant that has not had it yet.
     /// `provider` is skipped while it is unreaped (it has its own handle); `scan` says whether
     /// to look through /proc (with a leaf, only for descendants that left it). `leaf`: the
     /// provider's leaf cgroup, lent for the round by its owner (the supervisor). Returns how
-    /// many processes were signalled.
+    /// many processes were signalled and whether another round must follow at once.
     pub fn round(
         &mut self,
         phase: Phase,
@@ -145,7 +151,7 @@ impl Tree {
         scan: bool,
         leaf: Option<&mut Leaf>,
         events: &mut Events,
-    ) -> usize {
+    ) -> Done {
         let ask = Ask { phase, provider, group: None, now: sys::monotonic() };
         let in_leaf = leaf.as_ref().is_some_and(|l| !l.is_removed());
         let (rounds, mut exec) = self.parts(reason, leaf, events);
@@ -182,7 +188,7 @@ impl Tree {
         }
         let ask = Ask { phase: Phase::Stop, provider: Some(provider), group: Some(pgid), now: sys::monotonic() };
         let (rounds, mut exec) = self.parts("forwarded", leaf, events);
-        plan::round(rounds, &ask, false, true, &mut exec)
+        plan::round(rounds, &ask, false, true, &mut exec).sent
     }
 
     /// As PID 1: whether stop rounds signal each process through the namespace's `/proc`
@@ -197,18 +203,19 @@ impl Tree {
         self.discovery == Discovery::Scan || (self.discovery == Discovery::Broadcast && self.stops_each_process())
     }
 
-    /// Accounts for a signal guardian sent the provider; returns whether it was delivered, so
-    /// the caller reports only what was. A provider guardian may not signal (it changed its
-    /// user id) is named in `unkillable`.
-    pub fn provider_signalled(&mut self, pid: i32, sig: i32, res: &std::io::Result<()>) -> bool {
+    /// Accounts for a signal guardian sent the provider `pid` (`to`: it alone, or its group):
+    /// a delivered one is reported in a `signal` event (built by the executor, as a round's
+    /// are); a provider guardian may not signal (it changed its user id) is named in
+    /// `unkillable`.
+    pub fn provider_signalled(&mut self, sent: ToProvider, res: &std::io::Result<()>, events: &mut Events) {
+        let ToProvider { pid, sig, .. } = sent;
         match res {
-            Ok(()) => true,
+            Ok(()) => events.emit(exec::provider_signal(sent)),
             Err(e) => {
                 crate::log::debug!("sending {} to the provider {pid} failed: {e}", crate::signals::name(sig));
                 if e.raw_os_error() == Some(libc::EPERM) {
                     exec::not_permitted(&mut self.stats, pid, "the provider");
                 }
-                false
             }
         }
     }
