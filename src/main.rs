@@ -184,7 +184,8 @@ fn start(
         (false, false) => Discovery::Blind,
     };
 
-    // 7. Leaf cgroup, before the provider exists, so none of its tree is born outside.
+    // 7. Leaf cgroup, before the provider exists, so none of its tree is born outside. The
+    //    supervisor owns it from its `Start` on.
     let limits = cgroup::Limits {
         memory_max: cli.memory_max.clone(),
         pids_max: cli.pids_max.clone(),
@@ -403,7 +404,7 @@ fn supervise(
         timeout: cli.timeout,
         wait_descendants: cli.wait_descendants,
     };
-    let tree = Tree::new(discovery, proc, leaf, cli.stop_signal, pidfds);
+    let tree = Tree::new(discovery, proc, cli.stop_signal, pidfds);
     let sup = Supervisor::new(supervise::Start {
         settings,
         sigfd,
@@ -412,6 +413,7 @@ fn supervise(
         parent,
         events,
         tree,
+        leaf,
         tty,
         gave_terminal: take_terminal,
     });

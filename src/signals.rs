@@ -143,6 +143,10 @@ pub fn parse(text: &str) -> Result<i32, String> {
 pub struct StopSignal(i32);
 
 impl StopSignal {
+    /// SIGTERM, the table's default stop signal, as a constant (`cli::fields` holds the
+    /// defaults at compile time; its unit test checks this one against the table's "TERM").
+    pub const TERM: StopSignal = StopSignal(libc::SIGTERM);
+
     /// A signal name or number ([`parse`]) that may be the stop signal.
     pub fn parse(text: &str) -> Result<StopSignal, String> {
         let sig = parse(text)?;

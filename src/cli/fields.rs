@@ -1,23 +1,24 @@
 //! cli::fields: the one place that binds each option of the table (`treeguardian_spec::options`)
 //! to its field of [`Cli`]: the field's name and type, and how the option's parsed value becomes
 //! it, one row per [`Opt`] (as ripgrep keeps each flag's update beside the flag). The default is
-//! the table's own (`Spec::default`, parsed as any value is): no second copy here. Adding an
+//! the table's own (`Spec::default`), held in the row as a constant so that no start parses it;
+//! a unit test checks each constant against the table's text, parsed as any value is. Adding an
 //! option is its entry in the table plus one row below. The parser fills a [`Given`] as it meets
 //! values; [`Given::finish`] makes the [`Cli`].
 
-use std::ffi::{OsStr, OsString};
+use std::ffi::OsString;
 use std::time::Duration;
 
 use treeguardian_spec::options::Opt;
 
 use super::Sub;
-use super::values::{Value, parse_value};
+use super::values::Value;
 use crate::signals::StopSignal;
 use crate::signals::Target;
 
 macro_rules! fields {
     (
-        with_default { $($d_opt:ident => $d_field:ident: $d_ty:ty = |$d_val:pat_param| $d_conv:expr;)* }
+        with_default { $($d_opt:ident => $d_field:ident: $d_ty:ty = |$d_val:pat_param| $d_conv:expr, default $d_def:expr;)* }
         without { $($o_opt:ident => $o_field:ident: $o_ty:ty = |$o_val:pat_param| $o_conv:expr;)* }
     ) => {
         /// guardian's settings: one field per option of the table.
@@ -50,35 +51,41 @@ macro_rules! fields {
             }
 
             /// The settings: what was given, else the table's default (an option without one
-            /// is `None`, false or 0). A default the table gives that does not parse is an
-            /// error (the unit tests parse every one).
-            pub fn finish(self, command: Vec<OsString>) -> Result<Cli, String> {
-                Ok(Cli {
+            /// is `None`, false or 0).
+            pub fn finish(self, command: Vec<OsString>) -> Cli {
+                Cli {
                     sub: self.sub,
                     $($d_field: match self.$d_field {
                         Some(given) => given,
-                        None => match spec_default(Opt::$d_opt)? {
-                            $d_val => $d_conv,
-                            _ => return Err(bad_default(Opt::$d_opt, "a value of another kind")),
-                        },
+                        None => defaults::$d_field,
                     },)*
                     $($o_field: self.$o_field.unwrap_or_default(),)*
                     command,
-                })
+                }
             }
         }
 
-        /// The options that have a row, for the tests.
+        /// The table's defaults as constants, so a start parses none of them (parsing the
+        /// table's text cost ~3,000 instructions per start). The unit test
+        /// `defaults_and_choices_come_from_the_table` checks each against the table's text,
+        /// parsed as a given value is: the table stays the one source.
+        #[allow(non_upper_case_globals)]
+        mod defaults {
+            use super::*;
+            $(pub const $d_field: $d_ty = $d_def;)*
+        }
+
+        /// The options whose row gives a default, for the tests.
         #[cfg(test)]
-        pub const BOUND: &[Opt] = &[$(Opt::$d_opt,)* $(Opt::$o_opt,)*];
+        pub const DEFAULTED: &[Opt] = &[$(Opt::$d_opt,)*];
     };
 }
 
 fields! {
     with_default {
-        Grace => grace: Duration = |Value::Duration(d)| d;
-        StopSignal => stop_signal: StopSignal = |Value::Signal(s)| s;
-        ForwardTo => forward_to: Target = |Value::Choice(Choice::Target(t))| t;
+        Grace => grace: Duration = |Value::Duration(d)| d, default Duration::from_secs(1);
+        StopSignal => stop_signal: StopSignal = |Value::Signal(s)| s, default StopSignal::TERM;
+        ForwardTo => forward_to: Target = |Value::Choice(Choice::Target(t))| t, default Target::Provider;
     }
     without {
         EventsFd => events_fd: Option<i32> = |Value::Fd(n)| Some(n);
@@ -119,16 +126,6 @@ impl Choice {
     }
 }
 
-/// The table's default of `o`, parsed.
-fn spec_default(o: Opt) -> Result<Value, String> {
-    let text = o.spec().default.ok_or_else(|| bad_default(o, "none"))?;
-    parse_value(o, OsStr::new(text)).map_err(|why| bad_default(o, &why))
-}
-
-fn bad_default(o: Opt, why: &str) -> String {
-    format!("the default of '--{}' in guardian's option table is wrong ({why}): this guardian is broken", o.long())
-}
-
 impl Given {
     /// The subcommands' options, which set a field of their [`Sub`].
     fn set_sub(&mut self, o: Opt, v: Value) {
@@ -155,7 +152,8 @@ mod tests {
 
     use treeguardian_spec::options::{Commands, Kind, Opt};
 
-    use super::{BOUND, Choice, Given, Sub, Target, parse_value};
+    use super::{Choice, DEFAULTED, Given, Sub, Target};
+    use crate::cli::values::parse_value;
 
     /// `fields.rs` gives every option of the table a field: a value of the option's kind changes
     /// what the parser returns (a missing row would be lost by both parsers alike).
@@ -182,24 +180,28 @@ mod tests {
                 _ => None,
             };
             let given = || Given { sub: sub.clone(), ..Given::default() };
-            let before = given().finish(Vec::new()).unwrap();
+            let before = given().finish(Vec::new());
             let mut cli = given();
             cli.set(o, value);
-            assert_ne!(cli.finish(Vec::new()).unwrap(), before, "{o:?}: fields.rs has no row for it");
+            assert_ne!(cli.finish(Vec::new()), before, "{o:?}: fields.rs has no row for it");
         }
     }
 
-    /// Each default comes from the table, parsed as a given value is, and each word of a choice
-    /// parses into its field's type.
+    /// Each compile-time default is the table's, parsed as a given value is (a row's constant
+    /// that differs from the table's text fails here), every default of the table has its
+    /// constant and no row has a default the table lacks; and each word of a choice parses into
+    /// its field's type.
     #[test]
     fn defaults_and_choices_come_from_the_table() {
-        let cli = Given::default().finish(Vec::new()).expect("every default of the table parses");
+        let cli = Given::default().finish(Vec::new());
         for &o in Opt::ALL {
             if let Some(text) = o.spec().default {
                 let mut given = Given::default();
-                given.set(o, parse_value(o, OsStr::new(text)).unwrap());
-                assert_eq!(given.finish(Vec::new()).unwrap(), cli, "{o:?}: the default is the table's {text}");
-                assert!(BOUND.contains(&o), "{o:?} has a default but no row");
+                given.set(o, parse_value(o, OsStr::new(text)).expect("every default of the table parses"));
+                assert_eq!(given.finish(Vec::new()), cli, "{o:?}: the default is the table's {text}");
+                assert!(DEFAULTED.contains(&o), "{o:?} has a default in the table but none in its row");
+            } else {
+                assert!(!DEFAULTED.contains(&o), "{o:?} has a default in its row but none in the table");
             }
             if let Kind::Choice(words) = o.kind() {
                 for w in words.split(' ') {

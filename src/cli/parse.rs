@@ -320,7 +320,7 @@ pub fn parse(
             "missing COMMAND: name the program to run, as in 'guardian [OPTIONS] [--] COMMAND [ARGS]...'".into()
         );
     }
-    Ok(Parsed::Run(cli.finish(command)?))
+    Ok(Parsed::Run(cli.finish(command)))
 }
 
 /// `sweep` or `doctor` and their options, stored in `cli.sub`; `Some` is a help text to print.

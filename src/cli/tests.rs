@@ -94,7 +94,7 @@ fn by_clap(argv: &[OsString]) -> Outcome {
                 }
                 None => command = m.get_many::<OsString>("command").into_iter().flatten().cloned().collect(),
             }
-            Outcome::Run(cli.finish(command).expect("the table's defaults parse"))
+            Outcome::Run(cli.finish(command))
         }
         Err(e) if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => {
             Outcome::Print(e.to_string())

@@ -17,7 +17,7 @@ impl Supervisor {
         let message = format!(
             "processes remain after SIGKILL: {remaining:?} (not permitted to signal: {unkillable:?}; others may be hidden from /proc); giving up"
         );
-        if let Some(leaf) = self.tree.leaf.as_mut() {
+        if let Some(leaf) = self.leaf.as_mut() {
             leaf.remove_now();
         }
         let abandoned = Some(Abandoned { unkillable: unkillable.clone(), remaining });
@@ -30,7 +30,7 @@ impl Supervisor {
     pub(super) fn release(&mut self, outcome: Outcome) -> Outcome {
         let code = outcome.status();
         let (mut cgroup_path, mut oom_kill) = (None, None);
-        if let Some(leaf) = self.tree.leaf.as_mut() {
+        if let Some(leaf) = self.leaf.as_mut() {
             oom_kill = leaf.oom_kills();
             // `released.cgroup` names the leaf only once it is really gone: a leaf that could
             // not be removed is reported here, never claimed removed.

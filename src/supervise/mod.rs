@@ -5,8 +5,9 @@
 //! machine in `state.rs`, whose actions (signals, rounds, terminal hand-offs, release) this
 //! module carries out. The phases, their deadlines and the grace period live in `state.rs`.
 //!
-//! This module is the one owner of the leaf's lifecycle while the provider's tree lives:
-//! it polls `cgroup.events`, and at the end removes the leaf (`release`) or abandons it
+//! This module is the one owner of the leaf (the provider's leaf cgroup, made by start-up
+//! before the provider exists and handed over in [`Start`]): it polls `cgroup.events`, lends
+//! the leaf to each teardown round, and at the end removes it (`release`) or abandons it
 //! (`abandon`). Neither exits the process: `run` returns guardian's status to `main`.
 
 mod end;
@@ -20,13 +21,14 @@ use std::time::Duration;
 
 use rustix::event::{PollFd, PollFlags};
 
-use crate::events::{Event, Events, Signal, Usage};
+use crate::cgroup::Leaf;
+use crate::events::{Event, Events, Usage};
 use crate::exit::{Failure, Outcome};
 use crate::pidref::{self, PidRef};
 use crate::signals::{self, StopSignal};
 use crate::status::WaitStatus;
 use crate::sys::{self, JobChange, Reaped};
-use crate::teardown::{Phase as RoundPhase, Tree};
+use crate::teardown::{Done, Phase as RoundPhase, ToProvider, Tree};
 pub use parent::ParentWatch;
 pub use state::Target;
 use state::{Action, Config, Foreground, Happened, Received, State, StopReason, Terminal};
@@ -63,6 +65,8 @@ pub struct Supervisor {
     parent: Option<ParentWatch>,
     events: Events,
     tree: Tree,
+    /// The provider's leaf cgroup (cgroup mode): owned here, lent to the rounds.
+    leaf: Option<Leaf>,
     state: State,
     /// The provider's resource usage, from the `wait4` that reaped it.
     provider_usage: Usage,
@@ -94,6 +98,8 @@ pub struct Start {
     pub parent: Option<ParentWatch>,
     pub events: Events,
     pub tree: Tree,
+    /// The provider's leaf cgroup, which the supervisor owns from now on.
+    pub leaf: Option<Leaf>,
     /// guardian's controlling terminal (`/dev/tty`), if it has one.
     pub tty: Option<OwnedFd>,
     /// The provider's group was given the terminal's foreground at start.
@@ -102,7 +108,7 @@ pub struct Start {
 
 impl Supervisor {
     pub fn new(start: Start) -> Supervisor {
-        let Start { settings, sigfd, provider, provider_pgid, parent, events, tree, tty, gave_terminal } = start;
+        let Start { settings, sigfd, provider, provider_pgid, parent, events, tree, leaf, tty, gave_terminal } = start;
         let terminal = match (&tty, gave_terminal) {
             (None, _) => Terminal::None,
             (Some(_), true) => Terminal::Provider,
@@ -124,7 +130,7 @@ impl Supervisor {
             job_control: std::process::id() != 1,
             stdin_terminal: tty.is_some() && sys::is_controlling_terminal(std::io::stdin().as_fd()),
         };
-        let state = State::new(cfg, terminal, tree.leaf.is_some());
+        let state = State::new(cfg, terminal, leaf.is_some());
         Supervisor {
             stop_signal: settings.stop_signal,
             sigfd,
@@ -134,6 +140,7 @@ impl Supervisor {
             parent,
             events,
             tree,
+            leaf,
             state,
             provider_usage: Usage::default(),
             reap_pause: false,
@@ -223,7 +230,7 @@ impl Supervisor {
             .events
             .pending_fd()
             .and_then(|fd| push_poll_fd(&mut fds, &mut len, PollFd::from_borrowed_fd(fd, PollFlags::OUT)));
-        let leaf_slot = match &self.tree.leaf {
+        let leaf_slot = match &self.leaf {
             Some(leaf) if !leaf.is_removed() => {
                 push_poll_fd(&mut fds, &mut len, PollFd::from_borrowed_fd(leaf.events_fd(), PollFlags::PRI))
             }
@@ -283,18 +290,17 @@ impl Supervisor {
                 self.signal_provider(self.stop_signal.get(), to, tag, true);
             }
             Action::StopGroupMembers => {
-                self.tree.stop_group(self.provider_pgid, self.provider.pid, &mut self.events);
+                self.tree.stop_group(self.provider_pgid, self.provider.pid, self.leaf.as_mut(), &mut self.events);
             }
             Action::KillProvider => {
                 crate::log::info!("sending SIGKILL to the tree");
                 self.signal_provider(libc::SIGKILL, Target::Provider, "kill", false);
             }
             Action::Round { kill, outside_leaf } => {
-                let sent = self.round(kill, outside_leaf);
-                // Only /proc scans count newcomers: a broadcast or cgroup.kill round reports
-                // every time and needs no chase. The round's own bookkeeping (next rescan)
-                // goes straight back to the state.
-                return Step::Then(Happened::RoundDone { chase: self.tree.chase(sent) });
+                // The round decides whether it must be chased (`plan::round`); that goes
+                // straight back to the state, which keeps the next rescan.
+                let done = self.round(kill, outside_leaf);
+                return Step::Then(Happened::RoundDone { chase: done.chase });
             }
             Action::EmitStopping { reason, grace_ms } => {
                 crate::log::info!("{}: stop ({reason}), grace {grace_ms} ms", self.state.phase().name());
@@ -408,21 +414,8 @@ impl Supervisor {
             Target::Group => p.signal_group(s),
         };
         let res = if cont { pidref::and_cont(send, sig) } else { send(sig) };
-        if !self.tree.provider_signalled(self.provider.pid, sig, &res) {
-            return;
-        }
-        let target = match to {
-            Target::Provider => "provider",
-            Target::Group => "group",
-        };
-        self.events.emit(Event::Signal(Signal {
-            signal: signals::name(sig),
-            target,
-            pid: Some(self.provider.pid),
-            cgroup: None,
-            pids: None,
-            reason: reason.into(),
-        }));
+        let sent = ToProvider { pid: self.provider.pid, sig, to, reason };
+        self.tree.provider_signalled(sent, &res, &mut self.events);
     }
 
     /// Reaps until nothing is ready; reads the leaf's `cgroup.events` when it signalled or
@@ -489,7 +482,7 @@ impl Supervisor {
 
     /// `Some(true)` when the leaf says `populated 0`; `None` without a leaf or on error.
     fn read_leaf_events(&mut self) -> Option<bool> {
-        let leaf = self.tree.leaf.as_ref()?;
+        let leaf = self.leaf.as_ref()?;
         match leaf.populated() {
             Ok(populated) => {
                 if !populated && !self.state.leaf_empty() {
@@ -524,15 +517,15 @@ impl Supervisor {
     }
 
     /// One signalling round over the descendants: the stop signal, or SIGKILL. The provider,
-    /// while unreaped, is left to its own handle. Returns how many processes it signalled.
-    fn round(&mut self, kill: bool, outside_leaf: bool) -> usize {
+    /// while unreaped, is left to its own handle. Returns what the round decided.
+    fn round(&mut self, kill: bool, outside_leaf: bool) -> Done {
         let (phase, reason) = if kill { (RoundPhase::Kill, "kill") } else { (RoundPhase::Stop, "stop") };
         let provider = (!self.state.provider_exited()).then_some(self.provider.pid);
         // With a leaf, `cgroup.procs` names the tree and /proc is scanned only for what the
         // leaf cannot show: descendants that moved out of it (once it is empty, and at the
         // SIGKILL deadline). Without one, every round scans.
-        let scan = self.tree.leaf.is_none() || outside_leaf;
-        self.tree.round(phase, provider, reason, scan, &mut self.events)
+        let scan = self.leaf.is_none() || outside_leaf;
+        self.tree.round(phase, provider, reason, scan, self.leaf.as_mut(), &mut self.events)
     }
 }
 

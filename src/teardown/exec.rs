@@ -3,7 +3,8 @@
 //! decided ([`Hands`]): opens and verifies a handle per descendant (pidfd_open, then its start
 //! time, its parent or its cgroup, and the pidfd's pid rechecked), sends, writes `cgroup.kill`,
 //! sends `kill(-1)`, names the processes it may not signal, and builds the `signal` event (in
-//! [`Exec::report`], the one place teardown builds it). It decides nothing about whom to signal.
+//! [`Exec::report`] for the rounds and [`provider_signal`] for a signal the supervisor sent the
+//! provider: the one module that builds it). It decides nothing about whom to signal.
 
 use std::collections::HashSet;
 
@@ -22,7 +23,8 @@ pub(super) struct Exec<'t> {
     pub proc: &'t mut Option<Proc>,
     /// pidfds may be opened and signalled through (false once refused).
     pub use_pidfd: &'t mut bool,
-    pub leaf: &'t mut Option<Leaf>,
+    /// The provider's leaf cgroup, lent by the supervisor (its owner) for the round.
+    pub leaf: Option<&'t mut Leaf>,
     pub stats: &'t mut Stats,
     pub events: &'t mut Events,
     /// Why the round runs, for the events.
@@ -86,7 +88,7 @@ impl Facts for Exec<'_> {
     }
 
     fn leaf_members(&mut self) -> Option<Vec<i32>> {
-        self.leaf.as_ref().map(Leaf::members)
+        self.leaf.as_deref().map(Leaf::members)
     }
 
     fn one_by_one(&self) -> bool {
@@ -121,7 +123,7 @@ impl Hands for Exec<'_> {
     }
 
     fn kill_leaf(&mut self, first: bool) -> Option<Vec<i32>> {
-        let leaf = self.leaf.as_mut()?;
+        let leaf = self.leaf.as_deref_mut()?;
         let members = leaf.members();
         match leaf.kill(self.proc.as_mut()) {
             Ok(Killed::KillFile) => {
@@ -200,18 +202,37 @@ impl Hands for Exec<'_> {
             (Some(pids), _) => crate::log::debug!("sent {sig} to {} descendants ({})", pids.len(), self.reason),
         }
         let cgroup = match report.target {
-            Target::Cgroup => self.leaf.as_ref().map(Leaf::path_text),
+            Target::Cgroup => self.leaf.as_deref().map(Leaf::path_text),
             _ => None,
         };
-        self.events.emit(Event::Signal(Signal {
+        let signal = Signal {
             signal: sig,
             target: report.target.name(),
             pid: None,
             cgroup,
             pids: report.pids,
             reason: self.reason.into(),
-        }));
+        };
+        self.events.emit(Event::Signal(signal));
     }
+}
+
+/// The `signal` event for a signal guardian sent the provider (`to`: it alone, or its group)
+/// apart from the rounds. With [`Exec::report`], the only places the event is built, both here.
+pub(super) fn provider_signal(sent: super::ToProvider) -> Event {
+    let super::ToProvider { pid, sig, to, reason } = sent;
+    let target = match to {
+        signals::Target::Provider => "provider",
+        signals::Target::Group => "group",
+    };
+    Event::Signal(Signal {
+        signal: signals::name(sig),
+        target,
+        pid: Some(pid),
+        cgroup: None,
+        pids: None,
+        reason: reason.into(),
+    })
 }
 
 impl Exec<'_> {
@@ -275,7 +296,7 @@ impl Exec<'_> {
             return None;
         }
         let fd = sys::pidfd_open(seen.pid).ok()?;
-        let (proc, leaf) = (self.proc.as_mut()?, self.leaf.as_ref()?);
+        let (proc, leaf) = (self.proc.as_mut()?, self.leaf.as_deref()?);
         let same = proc.stat(seen.pid).is_some_and(|now| now.starttime == seen.starttime)
             && proc.cgroup(seen.pid).is_some_and(|t| leaf.contains(&t))
             && proc.pidfd_pid(&fd) == Some(seen.pid);

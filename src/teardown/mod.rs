@@ -27,8 +27,8 @@ mod exec;
 mod plan;
 
 use exec::Exec;
-pub use plan::Phase;
 use plan::{Ask, Finder, Mode, Rounds};
+pub use plan::{Done, Phase};
 
 /// How guardian finds its descendants.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -66,6 +66,18 @@ pub struct Stats {
     pub unkillable: Vec<i32>,
 }
 
+/// A signal the supervisor sent the provider apart from the rounds, for
+/// [`Tree::provider_signalled`] to account for and report.
+#[derive(Clone, Copy, Debug)]
+pub struct ToProvider<'r> {
+    pub pid: i32,
+    pub sig: i32,
+    /// The provider alone, or its process group.
+    pub to: crate::signals::Target,
+    /// Why it was sent (the event's `reason`).
+    pub reason: &'r str,
+}
+
 /// The rounds' owner: the planner's memory ([`Rounds`]) and what the executor ([`Exec`]) acts
 /// with. A round is one call of the planner, [`plan::round`], carried out by the executor.
 pub struct Tree {
@@ -76,20 +88,12 @@ pub struct Tree {
     /// pidfds may be opened and signalled through (false once refused).
     use_pidfd: bool,
     pub stats: Stats,
-    /// The provider's leaf cgroup (cgroup mode).
-    pub leaf: Option<Leaf>,
 }
 
 impl Tree {
     /// `proc` is used in scan mode, and in broadcast mode when it is the namespace's own.
     /// `pidfds`: the start-up probe found `pidfd_send_signal` usable.
-    pub fn new(
-        discovery: Discovery,
-        proc: Option<Proc>,
-        leaf: Option<Leaf>,
-        stop_signal: StopSignal,
-        pidfds: bool,
-    ) -> Tree {
+    pub fn new(discovery: Discovery, proc: Option<Proc>, stop_signal: StopSignal, pidfds: bool) -> Tree {
         let (proc, mode) = match discovery {
             Discovery::Scan => (proc, Mode::Scan { finder: Finder::Undecided }),
             Discovery::Broadcast => {
@@ -100,16 +104,22 @@ impl Tree {
             Discovery::Blind => (None, Mode::Blind),
         };
         let rounds = Rounds::new(std::process::id() as i32, stop_signal.get(), mode);
-        Tree { discovery, rounds, proc, use_pidfd: pidfds, stats: Stats::default(), leaf }
+        Tree { discovery, rounds, proc, use_pidfd: pidfds, stats: Stats::default() }
     }
 
-    /// The planner's state, and the executor for one round (why it runs: `reason`).
-    fn parts<'t>(&'t mut self, reason: &'t str, events: &'t mut Events) -> (&'t mut Rounds, Exec<'t>) {
+    /// The planner's state, and the executor for one round (why it runs: `reason`; the leaf,
+    /// lent by its owner, the supervisor).
+    fn parts<'t>(
+        &'t mut self,
+        reason: &'t str,
+        leaf: Option<&'t mut Leaf>,
+        events: &'t mut Events,
+    ) -> (&'t mut Rounds, Exec<'t>) {
         let exec = Exec {
             me: self.rounds.me,
             proc: &mut self.proc,
             use_pidfd: &mut self.use_pidfd,
-            leaf: &mut self.leaf,
+            leaf,
             stats: &mut self.stats,
             events,
             reason,
@@ -128,28 +138,24 @@ impl Tree {
         self.rounds.reaped(pid);
     }
 
-    /// Whether the round that just signalled `sent` processes must be followed by another at
-    /// once ([`Mode::chase`]).
-    pub fn chase(&self, sent: usize) -> bool {
-        self.rounds.mode.chase(sent, self.leaf.is_some())
-    }
-
     /// One round: sends the phase's signal to every descendant that has not had it yet.
     /// `provider` is skipped while it is unreaped (it has its own handle); `scan` says whether
-    /// to look through /proc (with a leaf, only for descendants that left it). Returns how
-    /// many processes were signalled.
+    /// to look through /proc (with a leaf, only for descendants that left it). `leaf`: the
+    /// provider's leaf cgroup, lent for the round by its owner (the supervisor). Returns how
+    /// many processes were signalled and whether another round must follow at once.
     pub fn round(
         &mut self,
         phase: Phase,
         provider: Option<i32>,
         reason: &str,
         scan: bool,
+        leaf: Option<&mut Leaf>,
         events: &mut Events,
-    ) -> usize {
+    ) -> Done {
         let ask = Ask { phase, provider, group: None, now: sys::monotonic() };
-        let leaf = self.leaf.as_ref().is_some_and(|l| !l.is_removed());
-        let (rounds, mut exec) = self.parts(reason, events);
-        plan::round(rounds, &ask, leaf, scan, &mut exec)
+        let in_leaf = leaf.as_ref().is_some_and(|l| !l.is_removed());
+        let (rounds, mut exec) = self.parts(reason, leaf, events);
+        plan::round(rounds, &ask, in_leaf, scan, &mut exec)
     }
 
     /// Whether the next stop round reaches the unreaped provider too, so the caller must not
@@ -176,13 +182,13 @@ impl Tree {
     /// every descendant in process group `pgid` but the provider (which the caller signals),
     /// each verified and recorded like a round's, so the rounds that follow the provider's exit
     /// do not repeat it: each process hears the stop signal once per teardown.
-    pub fn stop_group(&mut self, pgid: i32, provider: i32, events: &mut Events) -> usize {
+    pub fn stop_group(&mut self, pgid: i32, provider: i32, leaf: Option<&mut Leaf>, events: &mut Events) -> usize {
         if !self.can_stop_group() {
             return 0;
         }
         let ask = Ask { phase: Phase::Stop, provider: Some(provider), group: Some(pgid), now: sys::monotonic() };
-        let (rounds, mut exec) = self.parts("forwarded", events);
-        plan::round(rounds, &ask, false, true, &mut exec)
+        let (rounds, mut exec) = self.parts("forwarded", leaf, events);
+        plan::round(rounds, &ask, false, true, &mut exec).sent
     }
 
     /// As PID 1: whether stop rounds signal each process through the namespace's `/proc`
@@ -197,18 +203,19 @@ impl Tree {
         self.discovery == Discovery::Scan || (self.discovery == Discovery::Broadcast && self.stops_each_process())
     }
 
-    /// Accounts for a signal guardian sent the provider; returns whether it was delivered, so
-    /// the caller reports only what was. A provider guardian may not signal (it changed its
-    /// user id) is named in `unkillable`.
-    pub fn provider_signalled(&mut self, pid: i32, sig: i32, res: &std::io::Result<()>) -> bool {
+    /// Accounts for a signal guardian sent the provider `pid` (`to`: it alone, or its group):
+    /// a delivered one is reported in a `signal` event (built by the executor, as a round's
+    /// are); a provider guardian may not signal (it changed its user id) is named in
+    /// `unkillable`.
+    pub fn provider_signalled(&mut self, sent: ToProvider, res: &std::io::Result<()>, events: &mut Events) {
+        let ToProvider { pid, sig, .. } = sent;
         match res {
-            Ok(()) => true,
+            Ok(()) => events.emit(exec::provider_signal(sent)),
             Err(e) => {
                 crate::log::debug!("sending {} to the provider {pid} failed: {e}", crate::signals::name(sig));
                 if e.raw_os_error() == Some(libc::EPERM) {
                     exec::not_permitted(&mut self.stats, pid, "the provider");
                 }
-                false
             }
         }
     }

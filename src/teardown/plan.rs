@@ -122,6 +122,14 @@ impl Target {
     }
 }
 
+/// What a round decided, beyond its acts: how many processes it signalled, and whether another
+/// round must follow at once ([`Mode::chase`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Done {
+    pub sent: usize,
+    pub chase: bool,
+}
+
 /// What one part of a round did, for the executor to count and report.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Report {

@@ -9,8 +9,8 @@ use std::collections::{HashSet, VecDeque};
 use crate::proctree::{self, Stat};
 
 use super::{
-    Ask, ChildStep, Finder, Hands, LeafKilled, Listing, Mode, Newcomers, Phase, Report, Rounds, Sending, Sent, Tally,
-    Target, after_walk, broadcasts, child, leaf_stop_due, scan_target, signals,
+    Ask, ChildStep, Done, Finder, Hands, LeafKilled, Listing, Mode, Newcomers, Phase, Report, Rounds, Sending, Sent,
+    Tally, Target, after_walk, broadcasts, child, leaf_stop_due, scan_target, signals,
 };
 
 #[cfg(test)]
@@ -24,8 +24,9 @@ thread_local! {
 /// `ask.provider` is left to its own handle). `ask.group`: the owner's stop request with
 /// `--forward-to group`, to the members of that process group only, through the scan. Otherwise
 /// `leaf`: the provider's leaf is there to cover first; `scan`: look through `/proc` too (with a
-/// leaf, for descendants that left it). Returns how many processes were signalled.
-pub fn round(s: &mut Rounds, ask: &Ask, leaf: bool, scan: bool, hands: &mut impl Hands) -> usize {
+/// leaf, for descendants that left it). Returns how many processes were signalled and whether
+/// another round must follow at once (the chase: part of the round's decision).
+pub fn round(s: &mut Rounds, ask: &Ask, leaf: bool, scan: bool, hands: &mut impl Hands) -> Done {
     #[cfg(test)]
     CALLS.with(|c| c.set(c.get() + 1));
     let how = match ask.phase {
@@ -35,8 +36,8 @@ pub fn round(s: &mut Rounds, ask: &Ask, leaf: bool, scan: bool, hands: &mut impl
     let mut p = Planner { s, ask, how, k: hands };
     if ask.group.is_some() {
         // A stop request reaches the group through the scan, and leaves the teardown's rounds
-        // as they were.
-        return p.scan();
+        // as they were: nothing to chase (the rounds that follow the provider's exit do).
+        return Done { sent: p.scan(), chase: false };
     }
     p.s.leaf.killed = LeafKilled::default();
     if let Some(Finder::Walk(w)) = p.s.mode.finder() {
@@ -48,7 +49,7 @@ pub fn round(s: &mut Rounds, ask: &Ask, leaf: bool, scan: bool, hands: &mut impl
         (true, Phase::Stop) => p.leaf_stop(),
     };
     let stops_each = p.k.one_by_one();
-    in_leaf
+    let sent = in_leaf
         + match &p.s.mode {
             Mode::Blind => 0,
             // With the namespace's own /proc, a stop round signals each process once, as a
@@ -63,7 +64,10 @@ pub fn round(s: &mut Rounds, ask: &Ask, leaf: bool, scan: bool, hands: &mut impl
             Mode::Broadcast { .. } => p.broadcast(),
             Mode::Scan { .. } if scan => p.scan(),
             Mode::Scan { .. } => 0,
-        }
+        };
+    // Only /proc scans count newcomers: a broadcast or `cgroup.kill` round reports every time
+    // and needs no chase.
+    Done { sent, chase: p.s.mode.chase(sent, leaf) }
 }
 
 /// One round being decided.

@@ -375,7 +375,7 @@ fn a_blind_round_sends_nothing_and_reports_nothing() {
     let mut t = Table::default();
     family(&mut t, &[(2000, ME, 2000)]);
     for phase in [Phase::Stop, Phase::Kill] {
-        assert_eq!(round(&mut s, &ask(phase, 0), false, true, &mut t), 0);
+        assert_eq!(round(&mut s, &ask(phase, 0), false, true, &mut t).sent, 0);
     }
     assert!(t.did.is_empty(), "{:?}", t.did);
 }
@@ -385,10 +385,10 @@ fn a_broadcast_without_proc_stops_the_namespace_once_and_kills_it_every_round() 
     let mut s = rounds(Mode::Broadcast { finder: None, namespace_stopped: false });
     let mut t = Table { no_pidfds: true, ..Table::default() };
     let namespace = Report { target: Target::Namespace, pids: None, counted: 0, emit: true, tally: None };
-    assert_eq!(round(&mut s, &ask(Phase::Stop, 0), false, true, &mut t), 1);
-    assert_eq!(round(&mut s, &ask(Phase::Stop, 10), false, true, &mut t), 0, "never a second kill(-1, stop)");
-    assert_eq!(round(&mut s, &ask(Phase::Kill, 20), false, true, &mut t), 1);
-    assert_eq!(round(&mut s, &ask(Phase::Kill, 30), false, true, &mut t), 1, "SIGKILL reaches newcomers");
+    assert_eq!(round(&mut s, &ask(Phase::Stop, 0), false, true, &mut t).sent, 1);
+    assert_eq!(round(&mut s, &ask(Phase::Stop, 10), false, true, &mut t).sent, 0, "never a second kill(-1, stop)");
+    assert_eq!(round(&mut s, &ask(Phase::Kill, 20), false, true, &mut t).sent, 1);
+    assert_eq!(round(&mut s, &ask(Phase::Kill, 30), false, true, &mut t).sent, 1, "SIGKILL reaches newcomers");
     let once = [Did::Namespace, Did::Report(namespace)];
     assert_eq!(t.did.len(), 6);
     assert_eq!(t.did[..2], once);
@@ -399,12 +399,12 @@ fn a_broadcast_with_its_own_proc_stops_each_process_then_kills_all_and_counts_th
     let mut s = rounds(Mode::Broadcast { finder: Some(Finder::Undecided), namespace_stopped: false });
     let mut t = Table { walks: true, ..Table::default() };
     family(&mut t, &[(2000, ME, 2000), (3000, 2000, 3000)]);
-    assert_eq!(round(&mut s, &ask(Phase::Stop, 0), false, false, &mut t), 0, "no scan asked: nothing");
-    assert_eq!(round(&mut s, &ask(Phase::Stop, 0), false, true, &mut t), 2);
+    assert_eq!(round(&mut s, &ask(Phase::Stop, 0), false, false, &mut t).sent, 0, "no scan asked: nothing");
+    assert_eq!(round(&mut s, &ask(Phase::Stop, 0), false, true, &mut t).sent, 2);
     let tally = Tally::Walk { read: 3, children: 1, deeper: 1 };
     assert_eq!(reports(&t), [&sent(Target::Namespace, &[2000, 3000], Some(tally))]);
     t.did.clear();
-    assert_eq!(round(&mut s, &ask(Phase::Kill, 10), false, true, &mut t), 1);
+    assert_eq!(round(&mut s, &ask(Phase::Kill, 10), false, true, &mut t).sent, 1);
     let all = Report { target: Target::Namespace, pids: None, counted: 2, emit: true, tally: None };
     assert_eq!(t.did, [Did::Namespace, Did::Report(all)], "one kill(-1), both descendants counted");
 }
@@ -414,7 +414,8 @@ fn a_walk_signals_guardians_children_before_reading_what_they_forked_and_skips_t
     let mut s = rounds(Mode::Scan { finder: Finder::Undecided });
     let mut t = Table { walks: true, ..Table::default() };
     family(&mut t, &[(1001, ME, 1001), (2000, ME, 2000), (1500, 1001, 1001), (3000, 2000, 2000)]);
-    assert_eq!(round(&mut s, &ask(Phase::Stop, 0), false, true, &mut t), 3);
+    let done = round(&mut s, &ask(Phase::Stop, 0), false, true, &mut t);
+    assert_eq!(done, Done { sent: 3, chase: true }, "deeper descendants' children were read before their signal");
     assert_eq!(
         t.did[..3],
         [Did::Read(ME), Did::Child(2000), Did::Read(1001)],
@@ -425,16 +426,15 @@ fn a_walk_signals_guardians_children_before_reading_what_they_forked_and_skips_t
     assert!(t.threads.contains(&(3000, Some(1))), "a deeper descendant's stat gave its thread count");
     let tally = Tally::Walk { read: 5, children: 2, deeper: 2 };
     assert_eq!(reports(&t), [&sent(Target::Descendants, &[2000, 1500, 3000], Some(tally))]);
-    assert!(s.mode.chase(3, false), "deeper descendants' children were read before their signal");
     assert_eq!(s.children_hint, 2);
 
     t.did.clear();
-    assert_eq!(round(&mut s, &ask(Phase::Stop, 50), false, true, &mut t), 0, "each hears the stop signal once");
+    let done = round(&mut s, &ask(Phase::Stop, 50), false, true, &mut t);
+    assert_eq!(done, Done { sent: 0, chase: false }, "each hears the stop signal once; nothing to chase");
     assert!(sends(&t).is_empty() && !reports(&t)[0].emit);
-    assert!(!s.mode.chase(0, false));
 
     t.did.clear();
-    assert_eq!(round(&mut s, &ask(Phase::Kill, 200), false, true, &mut t), 3);
+    assert_eq!(round(&mut s, &ask(Phase::Kill, 200), false, true, &mut t).sent, 3);
     assert_eq!(sends(&t), [&Did::Child(2000), &Did::Verified(1500), &Did::Verified(3000)]);
 }
 
@@ -443,7 +443,7 @@ fn a_listing_signals_every_descendant_then_newcomers_first_newest_chain_first() 
     let mut s = rounds(Mode::Scan { finder: Finder::Undecided });
     let mut t = Table::default();
     family(&mut t, &[(2000, ME, 2000), (3000, 2000, 2000), (900, 1, 900)]);
-    assert_eq!(round(&mut s, &ask(Phase::Stop, 0), false, true, &mut t), 2);
+    assert_eq!(round(&mut s, &ask(Phase::Stop, 0), false, true, &mut t).sent, 2);
     assert_eq!(sends(&t), [&Did::Verified(2000), &Did::Verified(3000)], "breadth-first; 900 is a stranger");
     let tally = Tally::Listing { read: 3, descendants: 2 };
     assert_eq!(reports(&t), [&sent(Target::Descendants, &[2000, 3000], Some(tally))]);
@@ -451,7 +451,7 @@ fn a_listing_signals_every_descendant_then_newcomers_first_newest_chain_first() 
 
     family(&mut t, &[(4000, 3000, 2000), (5000, 4000, 2000)]);
     t.did.clear();
-    assert_eq!(round(&mut s, &ask(Phase::Stop, 10), false, true, &mut t), 2);
+    assert_eq!(round(&mut s, &ask(Phase::Stop, 10), false, true, &mut t).sent, 2);
     assert_eq!(sends(&t), [&Did::Verified(5000), &Did::Verified(4000)], "the live end of the chain first");
 }
 
@@ -460,7 +460,7 @@ fn a_kill_round_writes_cgroup_kill_first_and_scans_only_what_left_the_leaf() {
     let mut s = rounds(Mode::Scan { finder: Finder::Undecided });
     let mut t = Table { walks: true, leaf: Some(vec![1001, 2000, 2100]), ..Table::default() };
     family(&mut t, &[(2000, ME, 2000), (2100, 2000, 2000), (2500, ME, 2500)]);
-    assert_eq!(round(&mut s, &ask(Phase::Kill, 0), true, true, &mut t), 4);
+    assert_eq!(round(&mut s, &ask(Phase::Kill, 0), true, true, &mut t).sent, 4);
     assert_eq!(t.did[0], Did::KillLeaf, "no per-member work before cgroup.kill");
     let leaf =
         Report { target: Target::Cgroup, pids: Some(vec![1001, 2000, 2100]), counted: 2, emit: true, tally: None };
@@ -469,7 +469,7 @@ fn a_kill_round_writes_cgroup_kill_first_and_scans_only_what_left_the_leaf() {
     assert!(!s.mode.chase(4, true));
 
     t.did.clear();
-    assert_eq!(round(&mut s, &ask(Phase::Kill, 10), true, true, &mut t), 0);
+    assert_eq!(round(&mut s, &ask(Phase::Kill, 10), true, true, &mut t).sent, 0);
     assert!(!reports(&t)[0].emit, "cgroup.kill again, nobody new: no event");
     assert!(sends(&t).is_empty());
     assert!(t.did.contains(&Did::Read(2000)), "a member reached before and still alive has its children read");
@@ -480,11 +480,11 @@ fn a_stop_round_signals_each_leaf_member_at_most_every_reread_interval() {
     let mut s = rounds(Mode::Scan { finder: Finder::Undecided });
     let mut t = Table { walks: true, leaf: Some(vec![1001, 2000, 2100]), ..Table::default() };
     family(&mut t, &[(1001, ME, 1001), (2000, ME, 2000), (2100, 2000, 2000)]);
-    assert_eq!(round(&mut s, &ask(Phase::Stop, 0), true, false, &mut t), 2);
+    assert_eq!(round(&mut s, &ask(Phase::Stop, 0), true, false, &mut t).sent, 2);
     assert_eq!(sends(&t), [&Did::Child(2000), &Did::LeafMember(2100)], "guardian's child by pid, the rest verified");
     assert_eq!(reports(&t), [&sent(Target::Cgroup, &[2000, 2100], None)]);
     t.did.clear();
-    assert_eq!(round(&mut s, &ask(Phase::Stop, 50), true, false, &mut t), 0);
+    assert_eq!(round(&mut s, &ask(Phase::Stop, 50), true, false, &mut t).sent, 0);
     assert!(t.did.is_empty(), "not due yet: the leaf is not read");
 }
 
@@ -494,10 +494,10 @@ fn a_group_stop_reaches_only_the_group_and_leaves_the_provider_to_its_handle() {
     let mut t = Table { walks: true, ..Table::default() };
     family(&mut t, &[(1001, ME, 42), (2000, ME, 42), (2001, ME, 7), (3000, 2000, 42), (3001, 2001, 7)]);
     let group = Ask { group: Some(42), ..ask(Phase::Stop, 0) };
-    assert_eq!(round(&mut s, &group, false, true, &mut t), 2);
+    assert_eq!(round(&mut s, &group, false, true, &mut t).sent, 2);
     assert_eq!(sends(&t), [&Did::Verified(2000), &Did::Verified(3000)]);
     assert_eq!(reports(&t)[0].target, Target::Descendants);
     t.did.clear();
-    assert_eq!(round(&mut s, &ask(Phase::Stop, 10), false, true, &mut t), 2, "the teardown stops only the rest");
+    assert_eq!(round(&mut s, &ask(Phase::Stop, 10), false, true, &mut t).sent, 2, "the teardown stops only the rest");
     assert_eq!(sends(&t), [&Did::Child(2001), &Did::Verified(3001)]);
 }
