@@ -120,7 +120,7 @@ fn run(args: impl Iterator<Item = &'static OsStr>) -> Result<exit::Ending, Failu
             cli::Sub::Sweep { cgroup, leaf } => cgroup::sweep(cgroup.as_deref(), leaf.as_deref()),
             // The subcommand's --cgroup, else the one guardian itself would use (GUARDIAN_CGROUP).
             cli::Sub::Doctor { json, cgroup } => {
-                Ok(doctor::run(*json, cgroup.as_ref().or(cli.cgroup.as_ref()), cli.no_sentinel))
+                Ok(doctor::run(*json, cgroup.as_ref().or(cli.cgroup.as_ref()), cli.no_sentinel, cli.kill_signal))
             }
         }
         .map(exit::Ending::Exit);
@@ -170,7 +170,7 @@ fn start(
     //    says).
     let parent = match proper.parent {
         None if cli.no_parent_watch => None,
-        armed => supervise::parent::watch(events, me, armed)?,
+        armed => supervise::parent::watch(events, me, armed, cli.kill_signal)?,
     };
 
     // 6. Discovery mode: how descendants will be found at teardown. Only a /proc that is

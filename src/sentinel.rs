@@ -83,6 +83,13 @@ pub fn pid() -> Option<i32> {
     Some(SENTINEL.load(Ordering::Relaxed)).filter(|&p| p > 0)
 }
 
+/// The signal that carries the sentinel's word that the host died ([`HOST_DEATH_CODE`]): the
+/// lowest real-time one. `signal_step::setup` always handles it, even when the caller ignored
+/// it, or guardian proper would discard the word and never notice the host's death.
+pub fn host_death_signal() -> i32 {
+    signals::sigrt_range().0
+}
+
 /// Whether `info` is the sentinel's word that the host's process (its parent) died.
 pub fn is_host_death(info: &sys::SigInfo) -> bool {
     info.code == HOST_DEATH_CODE && pid().is_some_and(|p| p as u32 == info.pid)
@@ -178,7 +185,7 @@ pub fn split(plan: Plan, guardian: Guardian) -> ! {
     let job = sys::getpgrp();
     let host = parent::parent_pid().unwrap_or(0);
     // The message number for the host's death, read while the C library may still be called.
-    let host_death_signal = signals::sigrt_range().0;
+    let host_death_signal = host_death_signal();
     // Before the clone, so that an orphan of guardian's tree can never miss it.
     if let Err(e) = rustix::process::set_child_subreaper(rustix::process::Pid::from_raw(plan.me)) {
         match guardian(Err(Failure::guardian(format!(

@@ -89,7 +89,10 @@ pub fn setup(stop_signal: StopSignal, kill_signal: Option<i32>) -> Result<Setup,
     if sigchld_ignored {
         sys::set_default_disposition(libc::SIGCHLD).map_err(|e| format!("sigaction(SIGCHLD, SIG_DFL) failed: {e}"))?;
     }
-    let request = |sig| sig == libc::SIGTERM || sig == stop_signal || Some(sig) == kill_signal;
+    // The sentinel's word that the host died rides on a signal of its own: heard even when the
+    // caller ignored it (it reaches the provider, if forwarded, ignored as the caller left it).
+    let host_death = crate::sentinel::host_death_signal();
+    let request = |sig| sig == libc::SIGTERM || sig == stop_signal || Some(sig) == kill_signal || sig == host_death;
     let handled = handled(&|sig| !request(sig) && ignored.contains(sig));
     // Everything was blocked since guardian's first instant (`sys::start::block_until_setup`):
     // now exactly the caller's mask plus the handled set, so a signal ignored at start that

@@ -33,10 +33,11 @@ use probes::{ChildProbes, Probe, Watch};
 use report::Report;
 
 /// Runs every check; prints the report; returns the exit status.
-/// `no_sentinel`: `--no-sentinel` / `GUARDIAN_NO_SENTINEL`, as guardian would start with it.
-pub fn run(json_out: bool, request: Option<&OsString>, no_sentinel: bool) -> i32 {
+/// `no_sentinel`: `--no-sentinel` / `GUARDIAN_NO_SENTINEL`, and `kill_signal`:
+/// `--kill-signal` / `GUARDIAN_KILL_SIGNAL`, as guardian would start with them.
+pub fn run(json_out: bool, request: Option<&OsString>, no_sentinel: bool, kill_signal: Option<i32>) -> i32 {
     let request = request.map(OsString::as_os_str);
-    let report = judge(request, Facts::gather(request), no_sentinel);
+    let report = judge(request, Facts::gather(request, kill_signal), no_sentinel);
     // A reader that went away (`guardian doctor | head -1`) is not doctor's failure: the
     // status still says what it found (println! would panic on EPIPE).
     let text = if json_out { format!("{}\n", report.json()) } else { report.human() };
@@ -62,7 +63,7 @@ pub(super) struct Facts {
 }
 
 impl Facts {
-    fn gather(request: Option<&OsStr>) -> Facts {
+    fn gather(request: Option<&OsStr>, kill_signal: Option<i32>) -> Facts {
         let me = std::process::id() as i32;
         // A reaper must not have SIGCHLD ignored, or the kernel reaps the probe children.
         if sys::is_ignored(libc::SIGCHLD) {
@@ -77,7 +78,7 @@ impl Facts {
         let proc = proc_facts(&mounts);
         // Last: with the parent outside the namespace this sets PR_SET_PDEATHSIG for a moment,
         // when no probe child is left.
-        let (watch, parent_watch) = probes::parent_watch(me);
+        let (watch, parent_watch) = probes::parent_watch(me, kill_signal);
         let clone_vm =
             if me == 1 { Probe::untested("PID 1 of its namespace: no sentinel") } else { probes::clone_vm() };
         let euid = rustix::process::geteuid().as_raw();

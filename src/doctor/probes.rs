@@ -376,8 +376,8 @@ pub(super) struct Watch {
 /// Tries guardian's parent watch for real: `pidfd_open` on the parent, or where the parent is
 /// outside the PID namespace, `PR_SET_PDEATHSIG` with the signal guardian would pick (set,
 /// then cleared at once). The probe holds when the preferred path, a pidfd, works.
-pub(super) fn parent_watch(me: i32) -> (Watch, Probe) {
-    let choice = parent::choice_here(me);
+pub(super) fn parent_watch(me: i32, kill_signal: Option<i32>) -> (Watch, Probe) {
+    let choice = parent::choice_here(me, kill_signal);
     let watch = |works| Watch { choice, works };
     let outside = "the parent is outside this PID namespace (getppid() is 0)";
     match choice {

@@ -67,9 +67,11 @@ pub fn choose(me: i32, ppid: Option<i32>, ignored: impl Fn(i32) -> bool) -> Choi
     }
 }
 
-/// [`choose`] for this process, now.
-pub fn choice_here(me: i32) -> Choice {
-    choose(me, parent_pid(), sys::is_ignored)
+/// [`choose`] for this process, now. `kill_signal` (`--kill-signal`) is never the
+/// parent-death signal: a kill request sent from outside the PID namespace (`si_pid` 0) would
+/// otherwise be read as the parent's death, a graceful stop instead of SIGKILL.
+pub fn choice_here(me: i32, kill_signal: Option<i32>) -> Choice {
+    choose(me, parent_pid(), |s| sys::is_ignored(s) || Some(s) == kill_signal)
 }
 
 /// The parent-death signal's name as guardian reports it.
@@ -118,10 +120,15 @@ pub fn arm(parent: i32) -> Result<Armed, Gone> {
 /// the sentinel, by guardian proper right after the split), else the one [`choose`] picks.
 /// Reports a fallback (event and `-v` line); fails when the parent died before the provider
 /// could start, or when no watch can be set up where one is needed.
-pub fn watch(events: &mut Events, me: i32, armed: Option<Armed>) -> Result<Option<ParentWatch>, Failure> {
+pub fn watch(
+    events: &mut Events,
+    me: i32,
+    armed: Option<Armed>,
+    kill_signal: Option<i32>,
+) -> Result<Option<ParentWatch>, Failure> {
     let armed = match armed {
         Some(a) => a,
-        None => match choice_here(me) {
+        None => match choice_here(me, kill_signal) {
             Choice::Pid1 => {
                 crate::log::debug!("guardian is PID 1 of its namespace: no parent to watch");
                 return Ok(None);
@@ -244,6 +251,9 @@ mod tests {
         let (min, max) = signals::sigrt_range();
         assert_eq!(choose(7, None, none), Choice::Deathsig(max));
         assert_eq!(choose(7, None, |s| s == max), Choice::Deathsig(max - 1));
+        // The drivers' kill signal (RTMAX) is passed as avoided by `choice_here`.
+        let kill = Some(max);
+        assert_eq!(choose(7, None, |s| Some(s) == kill), Choice::Deathsig(max - 1));
         assert_eq!(choose(7, None, |s| (min..=max).contains(&s)), Choice::Unwatched);
     }
 }

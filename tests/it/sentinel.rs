@@ -367,7 +367,22 @@ fn a_sentinel_killed_while_guardian_checks_it_still_ends_in_a_teardown() {
 /// orphaned sentinel (an outer guardian, init) and records when and how it ended.
 #[test]
 fn a_killed_host_leaves_a_sentinel_that_ends_after_the_tree_with_guardians_status() {
-    let ctx = Ctx::new("sentinel-host-killed");
+    killed_host_case("sentinel-host-killed", false);
+}
+
+/// As above, with the host's caller having ignored every real-time signal (the sentinel's word
+/// that the host died rides on the lowest): guardian still hears the word and tears down.
+#[test]
+fn a_killed_host_is_noticed_when_the_caller_ignored_the_real_time_signals() {
+    killed_host_case("sentinel-host-killed-rt-ignored", true);
+}
+
+/// The host (`sh -c`, as nobody when root) starts guardian in the background and is SIGKILLed
+/// once the provider runs; a subreaper reaps the orphaned sentinel and counts what is left.
+/// `ignore_rt`: the subreaper sets every real-time signal to SIG_IGN first (inherited by the
+/// host and guardian).
+fn killed_host_case(tag: &str, ignore_rt: bool) {
+    let ctx = Ctx::new(tag);
     need_host_tools!();
     need_program!("python3", "python3");
     let g = guardian_argv(&ctx);
@@ -376,7 +391,13 @@ fn a_killed_host_leaves_a_sentinel_that_ends_after_the_tree_with_guardians_statu
         format!("{} & echo $! > sentinel-pid; while [ ! -e ready ]; do sleep 0.05; done; kill -9 $$", quoted.join(" "));
     // The reaper: a subreaper that runs the host, then waits for the orphaned sentinel and
     // counts the live tagged processes (not itself) the moment it has reaped it.
-    let reaper = "import ctypes, os, subprocess, sys\n\
+    let ignore = if ignore_rt {
+        "import signal\nfor s in range(signal.SIGRTMIN, signal.SIGRTMAX + 1): signal.signal(s, signal.SIG_IGN)\n"
+    } else {
+        ""
+    };
+    let reaper = format!("{ignore}{REAPER}");
+    const REAPER: &str = "import ctypes, os, subprocess, sys\n\
          ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)\n\
          host = subprocess.Popen(sys.argv[1:])\n\
          host.wait()\n\
@@ -392,7 +413,7 @@ fn a_killed_host_leaves_a_sentinel_that_ends_after_the_tree_with_guardians_statu
          \x20       if nonce.encode() in open('/proc/%s/cmdline' % p, 'rb').read(): left.append(p)\n\
          \x20   except OSError: pass\n\
          print(os.waitstatus_to_exitcode(st), len(left))\n";
-    let mut argv = vec!["/usr/bin/python3".to_string(), "-c".into(), reaper.into()];
+    let mut argv = vec!["/usr/bin/python3".to_string(), "-c".into(), reaper];
     argv.extend(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--", "sh", "-c"].map(String::from));
     if !is_root() {
         argv.truncate(3);

@@ -342,14 +342,40 @@ fn blind_mode_with_a_leaf_cgroup_contains_the_tree() {
 #[test]
 fn doctor_reports_the_deathsig_parent_watch() {
     need_pid_namespace!();
-    let holder = Ctx::new("pdeath-doctor-holder");
+    let check = doctor_outside_the_namespace("pdeath-doctor-holder", None);
+    assert!(check["detail"].as_str().is_some_and(|d| d.contains("PR_SET_PDEATHSIG(SIGRTMAX) took effect")), "{check}");
+}
+
+/// The kill signal (`GUARDIAN_KILL_SIGNAL=RTMAX`, what the drivers set) is never the
+/// parent-death signal: a kill request from outside the PID namespace (si_pid 0) would be read
+/// as the parent's death, a graceful stop instead of SIGKILL. guardian (and doctor, which
+/// calls the same decision) takes the next real-time signal down.
+#[test]
+fn the_kill_signal_is_never_the_parent_death_signal() {
+    need_pid_namespace!();
+    let check = doctor_outside_the_namespace("pdeath-kill-holder", Some("RTMAX"));
+    let detail = check["detail"].as_str().unwrap_or_default();
+    assert!(detail.contains("PR_SET_PDEATHSIG(") && detail.contains("took effect"), "{check}");
+    assert!(!detail.contains("PR_SET_PDEATHSIG(SIGRTMAX)"), "the kill signal was chosen: {check}");
+}
+
+/// `guardian doctor --json` with its parent outside its PID namespace (nsenter into a
+/// namespace held by `unshare`), optionally with `GUARDIAN_KILL_SIGNAL`: asserts the
+/// PR_SET_PDEATHSIG degradation and exit 1, and returns the parent_watch check.
+fn doctor_outside_the_namespace(tag: &str, kill_signal: Option<&str>) -> serde_json::Value {
+    let holder = Ctx::new(tag);
     let (mut unshare, init) = namespace_holder(&holder);
     let bin = guardian_bin().display().to_string();
     let init_s = init.to_string();
     let mut args = vec!["-t", init_s.as_str(), "-p", "-m", "--"];
     args.extend(SETPRIV_OWN_UID);
     args.extend([bin.as_str(), "doctor", "--json"]);
-    let out = Command::new("nsenter").args(&args).stdin(Stdio::null()).output().expect("run doctor");
+    let mut doctor = Command::new("nsenter");
+    doctor.args(&args).stdin(Stdio::null());
+    if let Some(sig) = kill_signal {
+        doctor.env("GUARDIAN_KILL_SIGNAL", sig);
+    }
+    let out = doctor.output().expect("run doctor");
     let _ = unshare.kill();
     let _ = unshare.wait();
     let text = String::from_utf8_lossy(&out.stdout);
@@ -359,10 +385,10 @@ fn doctor_reports_the_deathsig_parent_watch() {
     let watch = degraded.iter().find(|p| p["what"] == "parent-watch").unwrap_or_else(|| panic!("{r:#}"));
     assert!(watch["problem"].as_str().is_some_and(|p| p.contains("PR_SET_PDEATHSIG")), "{watch}");
     // Probed for real: the prctl was set (and cleared); the pidfd path is what failed.
-    let check = &r["checks"]["parent_watch"];
+    let check = r["checks"]["parent_watch"].clone();
     assert_eq!(check["ok"], serde_json::Value::Bool(false), "{r:#}");
-    assert!(check["detail"].as_str().is_some_and(|d| d.contains("PR_SET_PDEATHSIG(SIGRTMAX) took effect")), "{check}");
     assert_eq!(out.status.code(), Some(1), "degraded means exit 1: {r:#}");
+    check
 }
 
 /// As above, with every real-time signal ignored when doctor starts (dispositions survive
