@@ -70,11 +70,19 @@ done
 step "npm: npm publish --dry-run and npm pack contents"
 for t in "$out"/npm/*.tgz; do
     name=$(basename "$t" .tgz)
-    listed=$(tar -xzOf "$t" package/package.json | node -e '
-        const p = JSON.parse(require("fs").readFileSync(0, "utf8"));
-        for (const f of [...p.files, "package.json"]) console.log("package/" + f);' | LC_ALL=C sort)
+    # Every file in the tarball is one package.json's "files" names (a name ending in / is a
+    # folder: every file below it), and every name there brought at least one file.
     got=$(tar -tzf "$t" | LC_ALL=C sort)
-    [ "$got" = "$listed" ] || fail "$name: npm pack holds [$(echo $got)], package.json lists [$(echo $listed)]"
+    why=$(tar -xzOf "$t" package/package.json | GOT="$got" node -e '
+        const p = JSON.parse(require("fs").readFileSync(0, "utf8"));
+        const names = [...p.files, "package.json"].map((f) => "package/" + f);
+        const got = process.env.GOT.split("\n").filter(Boolean);
+        const covers = (n, f) => (n.endsWith("/") ? f.startsWith(n) : f === n);
+        const stray = got.filter((f) => !names.some((n) => covers(n, f)));
+        const empty = names.filter((n) => !got.some((f) => covers(n, f)));
+        if (stray.length) console.log(`holds files package.json does not list: ${stray.join(" ")}`);
+        if (empty.length) console.log(`package.json lists what the tarball lacks: ${empty.join(" ")}`);')
+    [ -z "$why" ] || fail "$name: $why"
     if tar -tzf "$t" | grep -qx package/bin/guardian; then
         mode=$(tar -tvzf "$t" package/bin/guardian | cut -c1-10)
         [ "$mode" = "-rwxr-xr-x" ] || fail "$name: bin/guardian is $mode, not executable"

@@ -121,9 +121,15 @@ def render(root: Path = ROOT) -> str:
         if ev.get("last"):
             last.append(cls)
         fields = list(ev["fields"])
-        if name == driver["version_field"]["event"] and not any(f["name"] == driver["version_field"]["field"] for f in fields):
-            # driver.json adds the field before spec/events.json has it: absent from older guardians
-            fields.append({"name": driver["version_field"]["field"], "type": "string", "presence": "optional", "doc": "guardian's version"})
+        if name == driver["version_field"]["event"]:
+            # The version field is absent from a guardian older than the one that added it, and
+            # the driver must still read that `spawned` to refuse it by name: optional here,
+            # whatever spec/events.json says of guardians that have it.
+            vf = driver["version_field"]["field"]
+            known = [f for f in fields if f["name"] == vf]
+            doc = known[0]["doc"] if known else "guardian's version"
+            fields = [f for f in fields if f["name"] != vf]
+            fields.append({"name": vf, "type": "string", "presence": "optional", "doc": doc + "; absent before 0.2.0"})
         w("")
         w("@dataclass(frozen=True)")
         w(f"class {cls}:")

@@ -112,8 +112,8 @@ class Spawned:
     mode: str
     #: the leaf cgroup's path, or null
     cgroup: Optional[str]
-    #: guardian's version (0.2.0); drivers refuse one below spec/driver.json's min_guardian_version
-    version: str
+    #: guardian's version (0.2.0); drivers refuse one below spec/driver.json's min_guardian_version; absent before 0.2.0 (absent without a value)
+    version: Optional[str] = None
     event: str = field(default='spawned', init=False)
 
 
