@@ -111,27 +111,18 @@ printf '\n[patch.crates-io]\ntreeguardian-spec = { path = "../crates/treeguardia
 (cd demo && cargo add --quiet treeguardian-client --path "../crates/treeguardian-client-$version") || fail "cargo add treeguardian-client"
 (
     cd demo
-    # The README's "Without rmcp" example (crates/client/README.md), with this provider.
+    # The README's first example (crates/client/README.md: the drop-in for std's Command), with
+    # this provider.
     cat >src/main.rs <<EOF
 use std::process::Stdio;
-use std::time::Duration;
+use treeguardian_client::Command; // was: use std::process::Command;
 
-use treeguardian_client::{Command, Event};
-
-fn main() -> Result<(), treeguardian_client::Error> {
-    let mut child = Command::new("sh")
-        .args(["-c", "$provider"])
-        .timeout(Duration::from_secs(600))
-        .stdout(Stdio::piped())
-        .spawn()?;
-    for event in child.events() {
-        if let Event::Exit { code, signal, .. } = &event {
-            println!("provider exited: {code:?} {signal:?}");
-        }
-    }
-    let released = child.wait()?; // the tree is gone
-    println!("status {}, {} descendants reaped", released.status, released.reaped);
-    assert!(released.reaped >= 1);
+fn main() -> std::io::Result<()> {
+    let mut child = Command::new("sh").args(["-c", "$provider"]).stdout(Stdio::piped()).spawn()?;
+    let status = child.wait()?; // the provider's status, once its whole tree is gone
+    println!("{status}; descendants reaped: {:?}", child.released().map(|r| r.reaped));
+    assert!(status.success(), "{status}");
+    assert!(child.released().is_some_and(|r| r.reaped >= 1), "nothing reaped");
     Ok(())
 }
 EOF
