@@ -96,12 +96,11 @@ export interface SpawnedEvent extends EventBase {
   pgid: number;
   guardian_pid: number;
   mode: 'subreaper' | 'pid1' | 'cgroup';
-  /** guardian's version (0.2.0 on); the driver refuses a guardian without it or older. */
-  version?: string;
   /** the leaf cgroup's path, or null */
   cgroup: string | null;
-  /** guardian's version, e.g. '0.2.0' (checked against spec/driver.json's min_guardian_version) */
-  version: string;
+  /** guardian's version, e.g. '0.2.0' (checked against spec/driver.json's min_guardian_version);
+   * optional to the driver: a guardian older than 0.2.0 omits it, and is refused by name. */
+  version?: string;
 }
 export interface StoppingEvent extends EventBase {
   event: 'stopping';
