@@ -5,9 +5,22 @@ import { existsSync, readdirSync, readFileSync, rmdirSync, writeFileSync } from 
 import { randomBytes } from 'node:crypto';
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { createRequire } from 'node:module';
 
 export const guardianBin = process.env.GUARDIAN_BIN || null;
 export const skipNoGuardian = guardianBin ? false : 'GUARDIAN_BIN is not set (no guardian binary to test against)';
+/** Why the MCP SDK tests skip (no guardian, or the SDK not installed outside CI), or false.
+ * Under CI=true a missing SDK is not a skip: the tests run and fail. */
+export const skipNoMcpSdk = (() => {
+  if (!guardianBin) return 'GUARDIAN_BIN is not set';
+  if (process.env.CI === 'true') return false;
+  try {
+    createRequire(import.meta.url).resolve('@modelcontextprotocol/sdk/package.json');
+    return false;
+  } catch {
+    return '@modelcontextprotocol/sdk is not installed (test/run.sh installs it)';
+  }
+})();
 export const runtime = typeof globalThis.Bun !== 'undefined' ? `bun ${globalThis.Bun.version}` : `node ${process.version}`;
 export const driverScript = fileURLToPath(new URL('./driver.js', import.meta.url));
 export const fakeGuardian = fileURLToPath(new URL('./fake-guardian.sh', import.meta.url));

@@ -7,24 +7,13 @@
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { createRequire } from 'node:module';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { guardianBin, runtime, Tracker, procsWith, waitFor, within } from '../support/helpers.js';
+import { guardianBin, skipNoMcpSdk, runtime, Tracker, procsWith, waitFor, within } from '../support/helpers.js';
 
-const require = createRequire(import.meta.url);
-let sdkMissing = false;
-try {
-  require.resolve('@modelcontextprotocol/sdk/package.json');
-} catch {
-  sdkMissing = true;
-}
-const skip = !guardianBin ? 'GUARDIAN_BIN is not set'
-  : sdkMissing && process.env.CI !== 'true' ? '@modelcontextprotocol/sdk is not installed (test/run.sh installs it)'
-    : false;
-const T = { timeout: 120000, skip };
+const T = { timeout: 120000, skip: skipNoMcpSdk };
 const bin = fileURLToPath(new URL('../mcp-wrap.js', import.meta.url));
 const serverScript = fileURLToPath(new URL('../support/mcp-server.js', import.meta.url));
 

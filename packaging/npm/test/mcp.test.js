@@ -7,21 +7,10 @@
 // Every process carries a nonce; /proc is scanned right after close().
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { createRequire } from 'node:module';
 import { guardedCommand } from '../index.js';
-import { guardianBin, runtime, Tracker, procsWith, waitFor, within } from '../support/helpers.js';
+import { guardianBin, skipNoMcpSdk, runtime, Tracker, procsWith, waitFor, within } from '../support/helpers.js';
 
-const require = createRequire(import.meta.url);
-let sdkMissing = false;
-try {
-  require.resolve('@modelcontextprotocol/sdk/package.json');
-} catch {
-  sdkMissing = true;
-}
-const skip = !guardianBin ? 'GUARDIAN_BIN is not set'
-  : sdkMissing && process.env.CI !== 'true' ? '@modelcontextprotocol/sdk is not installed (test/run.sh installs it)'
-    : false;
-const T = { timeout: 120000, skip };
+const T = { timeout: 120000, skip: skipNoMcpSdk };
 const serverScript = new URL('../support/mcp-server.js', import.meta.url).pathname;
 
 const tracker = new Tracker();
